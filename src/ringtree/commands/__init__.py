@@ -1,0 +1,1 @@
+"""One module per ``ringtree`` command; shared argument types live in ``args``."""

@@ -1,0 +1,58 @@
+"""``ringtree trace``: the step-by-step schedule of a collective."""
+
+from __future__ import annotations
+
+import argparse
+
+from ringtree.algorithms import build
+from ringtree.commands import args as A
+from ringtree.errors import RingtreeError
+from ringtree.output import print_json, stdout_console
+from ringtree.trace.steps import trace_data
+from ringtree.trace.text import render_steps
+from ringtree.units import dtype_bytes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``trace`` command."""
+    p = sub.add_parser(
+        "trace",
+        help="show who sends which chunk to whom, step by step",
+        description="Show an algorithm's schedule: each step's transfers "
+        "(src -> dst, chunk, copy|reduce, bytes) and, after each step, the chunks each rank "
+        "holds complete.",
+    )
+    p.add_argument(
+        "collective",
+        type=A.collective,
+        help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
+    )
+    A.add_workers(p)
+    p.add_argument("--algorithm", default="ring", help="algorithm name (default: ring)")
+    p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
+    p.add_argument("--size", type=A.size, default=1 << 20, help="payload in bytes (default 1MiB)")
+    p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
+    p.add_argument(
+        "--chunks",
+        type=A.positive_int,
+        default=None,
+        help="pipeline chunks for chain/tree algorithms",
+    )
+    p.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the schedule, then print it as a table or JSON."""
+    itemsize = dtype_bytes(args.dtype)
+    if args.size % itemsize:
+        raise RingtreeError(f"size {args.size} B is not a whole number of {args.dtype} elements")
+    schedule = build(
+        args.collective, args.algorithm, args.ranks, root=args.root, n_chunks=args.chunks
+    )
+    data = trace_data(schedule, args.size // itemsize, itemsize)
+    if args.json:
+        print_json(data)
+    else:
+        render_steps(stdout_console(), data)
+    return 0

@@ -1,0 +1,208 @@
+"""An algorithm as data: a Schedule is a list of steps, each a set of simultaneous transfers.
+
+Semantics of one step: every transfer reads its source chunk as it was *before* the step,
+then writes it to the destination -- ``copy`` overwrites, ``reduce`` combines with the op.
+So two transfers of one step never see each other's results, as on a real network where a
+step's messages are in flight together.
+
+Chunk layout: the buffer of ``count`` elements is split into ``n_blocks`` blocks
+(``collectives.block_bounds``), and each block into ``n_chunks // n_blocks`` chunks the same
+way. Collectives whose result is per block (reduce-scatter, all-gather) use ``n_blocks = N`` so
+that chunk boundaries never straddle rank r's block.
+
+A Schedule does not know the element count: bytes are counted for a given count and item size,
+so one schedule serves every payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+
+from ringtree.collectives import Collective, block_bounds
+from ringtree.errors import RingtreeError
+
+
+class ScheduleError(RingtreeError):
+    """A schedule that is not well formed (bad rank, chunk, or conflicting writes)."""
+
+
+class Action(str, Enum):
+    """What the destination does with a received chunk."""
+
+    COPY = "copy"
+    REDUCE = "reduce"
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """``src`` sends chunk ``chunk`` to ``dst``, which copies it or reduces it into its own."""
+
+    src: int
+    dst: int
+    chunk: int
+    action: Action = Action.COPY
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Transfers that happen at the same time; ``phase`` labels it (e.g. ``reduce-scatter``)."""
+
+    transfers: tuple[Transfer, ...]
+    phase: str = ""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A whole algorithm for one collective on ``n_ranks`` ranks.
+
+    Built by the functions in :mod:`ringtree.algorithms`; read by the cost model, the
+    simulator, the executor and the renderers. Validated on construction.
+    """
+
+    collective: Collective
+    algorithm: str
+    n_ranks: int
+    n_chunks: int
+    steps: tuple[Step, ...]
+    root: int | None = None
+    n_blocks: int = 1
+    ranks_per_node: int | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # -- composition ---------------------------------------------------------------------
+    def then(self, other: Schedule, *, collective: Collective, algorithm: str) -> Schedule:
+        """This schedule's steps followed by ``other``'s (same ranks and chunk layout)."""
+        if (self.n_ranks, self.n_chunks, self.n_blocks) != (
+            other.n_ranks,
+            other.n_chunks,
+            other.n_blocks,
+        ):
+            raise ScheduleError(
+                f"cannot compose {self.algorithm} and {other.algorithm}: ranks/chunks/blocks "
+                f"differ ({self.n_ranks}/{self.n_chunks}/{self.n_blocks} vs "
+                f"{other.n_ranks}/{other.n_chunks}/{other.n_blocks})"
+            )
+        return Schedule(
+            collective=collective,
+            algorithm=algorithm,
+            n_ranks=self.n_ranks,
+            n_chunks=self.n_chunks,
+            steps=self.steps + other.steps,
+            root=self.root if self.root is not None else other.root,
+            n_blocks=self.n_blocks,
+            ranks_per_node=self.ranks_per_node or other.ranks_per_node,
+        )
+
+    # -- layout --------------------------------------------------------------------------
+    @property
+    def n_steps(self) -> int:
+        """Number of steps: the latency term counts one alpha per step."""
+        return len(self.steps)
+
+    def chunk_bounds(self, count: int) -> list[int]:
+        """Element offsets of the ``n_chunks`` chunks for a buffer of ``count`` elements."""
+        per_block = self.n_chunks // self.n_blocks
+        outer = block_bounds(count, self.n_blocks)
+        bounds = [0]
+        for b in range(self.n_blocks):
+            inner = block_bounds(outer[b + 1] - outer[b], per_block)
+            bounds.extend(outer[b] + off for off in inner[1:])
+        return bounds
+
+    def chunk_sizes(self, count: int) -> list[int]:
+        """Elements in each chunk for a buffer of ``count`` elements."""
+        b = self.chunk_bounds(count)
+        return [b[c + 1] - b[c] for c in range(self.n_chunks)]
+
+    def block_chunks(self, block: int) -> range:
+        """The chunks that make up block ``block`` (rank ``block``'s share for RS/AG)."""
+        per_block = self.n_chunks // self.n_blocks
+        return range(block * per_block, (block + 1) * per_block)
+
+    # -- counting ------------------------------------------------------------------------
+    @cached_property
+    def _sends(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        """Per rank: the chunks it sends and the chunks it receives, over all steps."""
+        sent: list[list[int]] = [[] for _ in range(self.n_ranks)]
+        recv: list[list[int]] = [[] for _ in range(self.n_ranks)]
+        for step in self.steps:
+            for t in step.transfers:
+                sent[t.src].append(t.chunk)
+                recv[t.dst].append(t.chunk)
+        return tuple(map(tuple, sent)), tuple(map(tuple, recv))
+
+    def bytes_sent(self, rank: int, count: int, itemsize: int) -> int:
+        """Bytes that ``rank`` sends over the whole schedule, for ``count`` elements."""
+        sizes = self.chunk_sizes(count)
+        return sum(sizes[c] for c in self._sends[0][rank]) * itemsize
+
+    def bytes_received(self, rank: int, count: int, itemsize: int) -> int:
+        """Bytes that ``rank`` receives over the whole schedule, for ``count`` elements."""
+        sizes = self.chunk_sizes(count)
+        return sum(sizes[c] for c in self._sends[1][rank]) * itemsize
+
+    def step_bytes(self, count: int, itemsize: int) -> list[int]:
+        """Per step, the most bytes any rank sends or receives in it (the step's bandwidth
+        term on full-duplex links: a step lasts alpha + step_bytes / bandwidth)."""
+        sizes = self.chunk_sizes(count)
+        out = []
+        for step in self.steps:
+            sent: dict[int, int] = {}
+            recv: dict[int, int] = {}
+            for t in step.transfers:
+                sent[t.src] = sent.get(t.src, 0) + sizes[t.chunk]
+                recv[t.dst] = recv.get(t.dst, 0) + sizes[t.chunk]
+            out.append(max([0, *sent.values(), *recv.values()]) * itemsize)
+        return out
+
+    def transfers(self) -> Iterator[tuple[int, Transfer]]:
+        """Every transfer with the index of its step."""
+        for i, step in enumerate(self.steps):
+            for t in step.transfers:
+                yield i, t
+
+
+def make_steps(rows: Iterable[tuple[Iterable[Transfer], str]]) -> tuple[Step, ...]:
+    """Steps from ``(transfers, phase)`` pairs, dropping steps with no transfer."""
+    steps = []
+    for transfers, phase in rows:
+        ts = tuple(transfers)
+        if ts:
+            steps.append(Step(ts, phase))
+    return tuple(steps)
+
+
+def _validate(s: Schedule) -> None:
+    if s.n_ranks < 1:
+        raise ScheduleError(f"n_ranks must be >= 1, got {s.n_ranks}")
+    if s.n_chunks < 1 or s.n_blocks < 1 or s.n_chunks % s.n_blocks:
+        raise ScheduleError(
+            f"n_chunks ({s.n_chunks}) must be a positive multiple of n_blocks ({s.n_blocks})"
+        )
+    if s.collective.has_root and (s.root is None or not 0 <= s.root < s.n_ranks):
+        raise ScheduleError(f"root {s.root} is not a rank of 0..{s.n_ranks - 1}")
+    for i, step in enumerate(s.steps):
+        written: set[tuple[int, int]] = set()
+        for t in step.transfers:
+            for who, rank in (("source", t.src), ("destination", t.dst)):
+                if not 0 <= rank < s.n_ranks:
+                    raise ScheduleError(
+                        f"step {i + 1}: {who} rank {rank} does not exist (ranks 0..{s.n_ranks - 1})"
+                    )
+            if t.src == t.dst:
+                raise ScheduleError(f"step {i + 1}: rank {t.src} sends to itself")
+            if not 0 <= t.chunk < s.n_chunks:
+                raise ScheduleError(
+                    f"step {i + 1}: chunk {t.chunk} out of range (chunks 0..{s.n_chunks - 1})"
+                )
+            key = (t.dst, t.chunk)
+            if key in written:
+                raise ScheduleError(
+                    f"step {i + 1}: two writes to chunk {t.chunk} of rank {t.dst} in one step"
+                )
+            written.add(key)

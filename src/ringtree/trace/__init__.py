@@ -1,0 +1,1 @@
+"""Step traces of a Schedule: as data (for --json and exporters) and as terminal tables."""
