@@ -1,0 +1,125 @@
+"""Closed forms: an algorithm's Terms without building its schedule, so N in the thousands
+costs nothing. Tests assert closed form == :func:`ringtree.cost.model.schedule_terms` for N up
+to 64, for every registered algorithm.
+
+Each closed form is ``f(n_ranks, count, itemsize, spec) -> Estimate`` and is registered for the
+same ``(collective, algorithm)`` key as its builder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ringtree.algorithms import DEFAULT_PIPELINE_CHUNKS, BuildSpec
+from ringtree.collectives import Collective
+from ringtree.cost.model import FLAT, Cost, Terms
+from ringtree.errors import RingtreeError
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Terms per level and the most bytes one rank sends (the seed's "bytes per worker")."""
+
+    cost: Cost
+    max_bytes_sent: int
+
+
+ClosedForm = Callable[[int, int, int, BuildSpec], Estimate]
+_FORMS: dict[tuple[Collective, str], ClosedForm] = {}
+
+
+def closed_form(collective: Collective, algorithm: str) -> Callable[[ClosedForm], ClosedForm]:
+    """Decorator: register ``f`` as the closed form of ``algorithm`` for ``collective``."""
+
+    def deco(f: ClosedForm) -> ClosedForm:
+        _FORMS[(collective, algorithm)] = f
+        return f
+
+    return deco
+
+
+def estimate(
+    collective: Collective, algorithm: str, n_ranks: int, count: int, itemsize: int,
+    spec: BuildSpec | None = None,
+) -> Estimate:  # fmt: skip
+    """The closed-form Estimate of ``algorithm`` (RingtreeError if none is registered)."""
+    f = _FORMS.get((collective, algorithm))
+    if f is None:
+        raise RingtreeError(f"no closed form for {algorithm} {collective.value}")
+    return f(n_ranks, count, itemsize, spec or BuildSpec())
+
+
+def registered() -> list[tuple[Collective, str]]:
+    """Every (collective, algorithm) pair with a closed form."""
+    return list(_FORMS)
+
+
+def has_closed_form(collective: Collective, algorithm: str) -> bool:
+    """Whether ``estimate`` can answer for this pair."""
+    return (collective, algorithm) in _FORMS
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# -- ring (Patarasuk & Yuan 2009; the seed's 2(N-1)/N * S) ---------------------------------
+def _ring_phase(n: int, count: int, itemsize: int, phases: int, reduce_phases: int) -> Estimate:
+    """``phases`` ring passes of N-1 steps; every step moves every chunk once, so the busiest
+    rank carries the largest chunk, ceil(count/N) elements. In each pass a rank sends every
+    chunk but one, a different one per pass (consecutive chunks in ring order)."""
+    big = _ceil_div(count, n) * itemsize
+    steps = phases * (n - 1)
+    base, extra = divmod(count, n)
+    if n == 1:
+        sent = 0
+    elif phases == 1:
+        sent = count - base  # skips a smallest chunk
+    elif n == 2:
+        sent = count  # skips each of the two chunks once
+    else:  # skips two adjacent chunks: two small ones unless only one chunk is small
+        sent = 2 * count - (2 * base + (1 if n - extra == 1 else 0))
+    return Estimate(
+        {FLAT: Terms(steps, steps * big, reduce_phases * (n - 1) * big)}, sent * itemsize
+    )
+
+
+@closed_form(Collective.ALL_REDUCE, "ring")
+def ring_all_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """2(N-1) steps, 2(N-1)/N * S bytes per rank: 2(N-1) alpha + 2(N-1)/N S beta."""
+    return _ring_phase(n, count, itemsize, phases=2, reduce_phases=1)
+
+
+@closed_form(Collective.REDUCE_SCATTER, "ring")
+def ring_reduce_scatter(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """N-1 steps, (N-1)/N * S bytes per rank: (N-1) alpha + (N-1)/N S beta."""
+    return _ring_phase(n, count, itemsize, phases=1, reduce_phases=1)
+
+
+@closed_form(Collective.ALL_GATHER, "ring")
+def ring_all_gather(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """N-1 steps, (N-1)/N * S bytes per rank: (N-1) alpha + (N-1)/N S beta."""
+    return _ring_phase(n, count, itemsize, phases=1, reduce_phases=0)
+
+
+def _chain(n: int, count: int, itemsize: int, spec: BuildSpec, reduces: bool) -> Estimate:
+    """Pipelined chain over C chunks: N-2+C steps; in step t the busiest rank moves the
+    lowest-numbered chunk in flight, so wire bytes = (N-2) * ceil(S/C) + S."""
+    if n == 1:
+        return Estimate({FLAT: Terms(0, 0, 0)}, 0)
+    c = spec.n_chunks or DEFAULT_PIPELINE_CHUNKS
+    wire = ((n - 2) * _ceil_div(count, c) + count) * itemsize
+    return Estimate({FLAT: Terms(n - 2 + c, wire, wire if reduces else 0)}, count * itemsize)
+
+
+@closed_form(Collective.BROADCAST, "ring")
+def ring_broadcast(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """Chain broadcast: (N-2+C) alpha + ((N-2)/C + 1) S beta (Thakur et al. 2005, pipelined)."""
+    return _chain(n, count, itemsize, spec, reduces=False)
+
+
+@closed_form(Collective.REDUCE, "ring")
+def ring_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """Chain reduce: (N-2+C) alpha + ((N-2)/C + 1) S (beta + gamma)."""
+    return _chain(n, count, itemsize, spec, reduces=True)
