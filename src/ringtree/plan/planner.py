@@ -268,3 +268,27 @@ def _time_ops(
         r = op.rounds
         out.append(TimedOp(op, shape, full, sent * r, t * r, latency * r, shown * r))
     return out
+
+
+def rank_key(p: Plan) -> tuple[bool, float]:
+    """Plans that fit first, then by step time (or exposed communication without compute)."""
+    step = p.step_time_s
+    return (not p.fits_memory, step if step is not None else p.exposed_s)
+
+
+def compare(
+    model: Model, cluster: Cluster, strategies: list[Strategy], training: Training,
+    skip_invalid: bool = False,
+) -> list[Plan]:  # fmt: skip
+    """Plans of ``strategies``, best first (:func:`rank_key`); one Timer prices every call, so
+    a call that several strategies share is priced once. With ``skip_invalid``, strategies
+    that do not apply (a global batch that does not split over their dp) are left out."""
+    timer = Timer(cluster.intra, cluster.inter)
+    plans = []
+    for s in strategies:
+        try:
+            plans.append(plan(model, cluster, s, training, timer))
+        except RingtreeError:
+            if not skip_invalid:
+                raise
+    return sorted(plans, key=rank_key)

@@ -110,3 +110,21 @@ def parse_strategy(text: str) -> Strategy:
     if sp and tp == 1:
         raise RingtreeError(f"sp (sequence parallel) needs tp > 1 in strategy {text!r}")
     return Strategy(text.strip(), flavor or "ddp", degrees.get("dp"), tp, degrees.get("pp", 1), sp)
+
+
+def candidate_strategies(gpus: int, gpus_per_node: int, layers: int | None) -> list[Strategy]:
+    """The strategies ``--compare`` tries when given none: every data-parallel flavour x
+    tp in the powers of two up to a node x pp in the powers of two up to the layer count,
+    where tp x pp divides the GPUs (tp and pp only when the model has a shape)."""
+    powers = [2**k for k in range(gpus.bit_length())]
+    tps = [t for t in powers if t <= gpus_per_node] if layers else [1]
+    pps = [p for p in powers if p <= layers] if layers else [1]
+    out = []
+    for tp in tps:
+        for pp in pps:
+            if gpus % (tp * pp):
+                continue
+            for flavor in FLAVORS:
+                parts = [flavor] + [f"tp={tp}"] * (tp > 1) + [f"pp={pp}"] * (pp > 1)
+                out.append(Strategy(",".join(parts), flavor, None, tp, pp))
+    return out
