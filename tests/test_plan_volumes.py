@@ -32,12 +32,21 @@ def test_ddp_all_reduces_the_gradients_once():
     assert step_bytes(op) == 2 * PSI_7B  # Psi fp16 gradients; the ring sends ~2x that
 
 
-def test_ddp_buckets_of_25MB():
+def test_ddp_buckets_of_25MiB_by_default():
     (op,) = step_collectives(PRESETS["7b"], Layout("ddp", 8, 1, 1), Batch(2))
-    assert op.calls == -(-2 * PSI_7B // 25_000_000)  # ceil: 540 buckets
-    assert op.bytes_per_call == 25_000_000
+    mib25 = 25 * 2**20  # torch DDP: bucket_cap_mb * 1024 * 1024
+    assert op.calls == -(-2 * PSI_7B // mib25)  # ceil: 515 buckets
+    assert op.bytes_per_call == mib25
     assert step_bytes(op) == 2 * PSI_7B
-    assert op.last_bytes == 2 * PSI_7B - 539 * 25_000_000
+    assert op.last_bytes == 2 * PSI_7B - (op.calls - 1) * mib25
+
+
+def test_zero_buckets_default_to_deepspeeds_5e8_elements_and_can_be_set():
+    ops = step_collectives(PRESETS["7b"], Layout("zero1", 8, 1, 1), Batch(2))
+    assert {o.bytes_per_call for o in ops} == {10**9}  # 5e8 fp16 elements
+    assert {o.calls for o in ops} == {-(-2 * PSI_7B // 10**9)}
+    ops = step_collectives(PRESETS["7b"], Layout("zero2", 8, 1, 1), Batch(2, bucket_bytes=4001))
+    assert {o.bytes_per_call for o in ops} == {4000}  # whole elements
 
 
 @pytest.mark.parametrize("flavor", ["zero1", "zero2"])

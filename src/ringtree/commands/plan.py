@@ -31,6 +31,7 @@ from ringtree.units import (
 )
 
 DEFAULT_INTRA, DEFAULT_INTER = "nvlink4", "ib-ndr"
+VERDICTS_SHOWN = 10  # --compare prints the verdicts of the best ones
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,7 +89,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=A.positive_int,
         help="sequences per step, whole cluster (default: one micro-batch per GPU)",
     )
-    t.add_argument("--bucket", default="25MB", help="gradient bucket (25MB, DDP's; 0: none)")
+    t.add_argument(
+        "--bucket",
+        help="gradient bucket (default: DDP's 25MiB, DeepSpeed's 5e8 elements for zero1/2; "
+        "0: none)",
+    )
     t.add_argument(
         "--steps-per-second", type=A.positive_number, help="for $/day (default: 1/step time)"
     )
@@ -138,7 +143,7 @@ def _training(args: argparse.Namespace) -> Training:
         raise RingtreeError("--tflops and --mfu go together (compute = 6 Psi tokens / flops)")
     if args.mfu is not None and args.mfu > 1:
         raise RingtreeError(f"--mfu is a fraction of the peak, 0 < mfu <= 1, got {args.mfu}")
-    bucket = 0 if args.bucket.strip().lower() == "none" else parse_size(args.bucket)
+    bucket = None if args.bucket is None else parse_size(args.bucket)
     return Training(
         itemsize=dtype_bytes(args.dtype),
         micro_batch=args.micro_batch,
@@ -257,5 +262,8 @@ def _render_compare(plans: list[Plan]) -> None:
             _t(p.step_time_s), _pct(p.overhead), mem, _usd(p.usd_per_step), _usd(p.usd_per_day),
         )  # fmt: skip
     console.print(table)
-    for i, p in enumerate(plans, start=1):
+    shown = plans if len(plans) <= VERDICTS_SHOWN else plans[:VERDICTS_SHOWN]
+    for i, p in enumerate(shown, start=1):
         console.print(f"{i}. {p.strategy}: {p.verdict}")
+    if len(shown) < len(plans):
+        console.print(f"(verdicts of the first {len(shown)}; --json has every one)")

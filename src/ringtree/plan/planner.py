@@ -44,7 +44,7 @@ class Training:
     unknown: then nothing is hidden and no overhead is given).
     tflops, mfu: peak dense TFLOP/s of one GPU and the fraction reached; compute = 6 Psi
     tokens / (GPUs * tflops * 1e12 * mfu) (Kaplan et al. 2020; Narayanan et al. 2021).
-    bucket_bytes: gradient bucket (DDP's default 25 MB; 0 for one collective).
+    bucket_bytes: gradient bucket (None: the framework's default; 0 for one collective).
     steps_per_second: for the per-day figure (None: 1 / step time).
     """
 
@@ -54,7 +54,7 @@ class Training:
     compute_s: float | None = None
     tflops: float | None = None
     mfu: float | None = None
-    bucket_bytes: int = 25_000_000
+    bucket_bytes: int | None = None
     steps_per_second: float | None = None
 
 
@@ -205,9 +205,10 @@ def micro_batches(layout: Layout, training: Training, global_batch: int) -> int:
 
 def plan(
     model: Model, cluster: Cluster, strategy: Strategy, training: Training,
-    timer: Timer | None = None,
+    timer: Timer | None = None, with_verdict: bool = True,
 ) -> Plan:  # fmt: skip
-    """Time every collective of one step of ``strategy`` and what compute hides of it."""
+    """Time every collective of one step of ``strategy`` and what compute hides of it; the
+    verdict weighs the other data-parallel flavours of the same layout (priced as well)."""
     layout = strategy.resolve(cluster.gpus)
     stage_layers(model, layout)  # pp <= layers
     global_batch = training.global_batch or cluster.gpus * training.micro_batch
@@ -222,7 +223,14 @@ def plan(
     p = Plan(
         strategy.text, model, layout, m, timed, compute, bubble, memory, cluster, training
     )  # fmt: skip
-    return replace(p, verdict=verdict(p))
+    if not with_verdict:
+        return p
+
+    def other_flavor(flavor: str) -> Plan:
+        alt = replace(strategy, text=flavor, flavor=flavor)
+        return plan(model, cluster, alt, training, timer, with_verdict=False)
+
+    return replace(p, verdict=verdict(p, other_flavor))
 
 
 def _time_ops(

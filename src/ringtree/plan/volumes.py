@@ -7,9 +7,11 @@ pipeline. A GPU holds Psi' = Psi / (tp * pp) parameters and L' = L / pp layers.
 Data parallel (over the dp group; Rajbhandari et al. 2020, "ZeRO", Sec. 7):
 
 - ``ddp``: all-reduce of the p*Psi' gradient bytes, once per step (gradients accumulate locally
-  over micro-batches), in buckets: 2 Psi per worker. PyTorch DDP (Li et al. 2020).
+  over micro-batches), in buckets (default 25 MiB): 2 Psi per worker. PyTorch DDP (Li et al.
+  2020).
 - ``zero1`` (P_os): reduce-scatter of the gradients once per step + all-gather of the updated
-  parameters after the optimizer step: Psi + Psi = 2 Psi, as DDP.
+  parameters after the optimizer step: Psi + Psi = 2 Psi, as DDP; in buckets (default 5e8
+  elements, DeepSpeed's).
 - ``zero2`` (P_os+g): the same volumes, but the gradients are partitioned, so the
   reduce-scatter runs every micro-batch (m times per step).
 - ``zero3`` (P_os+g+p; FSDP, Zhao et al. 2023): per micro-batch, all-gather of each layer's
@@ -58,13 +60,24 @@ class Batch:
     itemsize: bytes per parameter, gradient and activation element (p).
     micro_batch: sequences per micro-batch (b).
     micro_batches: micro-batches per step (m); gradients accumulate over them.
-    bucket_bytes: gradient bucket size for DDP and ZeRO-1/2 (0: one collective for all).
+    bucket_bytes: gradient bucket size for DDP and ZeRO-1/2 (0: one collective for all;
+        None: the framework's default, :func:`default_bucket_bytes`).
     """
 
     itemsize: int
     micro_batch: int = 1
     micro_batches: int = 1
-    bucket_bytes: int = 25_000_000
+    bucket_bytes: int | None = None
+
+
+DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP bucket_cap_mb=25, which it multiplies by 1024 * 1024
+DEEPSPEED_BUCKET_ELEMENTS = 500_000_000  # DeepSpeed reduce_bucket_size / allgather_bucket_size
+
+
+def default_bucket_bytes(flavor: str, itemsize: int) -> int:
+    """The framework's default bucket: PyTorch DDP's 25 MiB for ``ddp``; DeepSpeed's 5e8
+    elements for ``zero1``/``zero2`` (ZeRO-3 gathers per layer instead)."""
+    return DDP_BUCKET_BYTES if flavor == "ddp" else DEEPSPEED_BUCKET_ELEMENTS * itemsize
 
 
 @dataclass(frozen=True)
@@ -101,12 +114,12 @@ def _even(
 
 
 def _bucketed(
-    op: str, col: Collective, total_bytes: int, batch: Batch, rounds: int, window: str | None,
-    source: str,
+    op: str, col: Collective, total_bytes: int, batch: Batch, bucket_bytes: int, rounds: int,
+    window: str | None, source: str,
 ) -> CommOp:  # fmt: skip
-    """``total_bytes`` in buckets of ``batch.bucket_bytes`` (element-aligned), the last smaller."""
+    """``total_bytes`` in buckets of ``bucket_bytes`` (element-aligned), the last smaller."""
     p = batch.itemsize
-    bucket = (batch.bucket_bytes // p) * p
+    bucket = (bucket_bytes // p) * p
     if bucket <= 0 or bucket >= total_bytes:
         return _even(op, col, DP, total_bytes, 1, rounds, window, source)
     n = math.ceil(total_bytes / bucket)
@@ -155,19 +168,19 @@ def step_collectives(model: Model, layout: Layout, batch: Batch) -> list[CommOp]
 
 def _data_parallel(flavor: str, grads: int, layers: int, batch: Batch) -> list[CommOp]:
     m = batch.micro_batches
+    bucket = batch.bucket_bytes
+    if bucket is None:
+        bucket = default_bucket_bytes(flavor, batch.itemsize)
     if flavor == "ddp":
-        return [
-            _bucketed("all-reduce grads", Collective.ALL_REDUCE, grads, batch, 1, BACKWARD, DDP)
-        ]
+        ar = Collective.ALL_REDUCE
+        return [_bucketed("all-reduce grads", ar, grads, batch, bucket, 1, BACKWARD, DDP)]
     if flavor in ("zero1", "zero2"):
+        rs, ag = Collective.REDUCE_SCATTER, Collective.ALL_GATHER
         rs_rounds = 1 if flavor == "zero1" else m
         return [
-            _bucketed(
-                "reduce-scatter grads", Collective.REDUCE_SCATTER, grads, batch, rs_rounds,
-                BACKWARD, ZERO,
-            ),
-            _bucketed("all-gather params", Collective.ALL_GATHER, grads, batch, 1, None, ZERO),
-        ]  # fmt: skip
+            _bucketed("reduce-scatter grads", rs, grads, batch, bucket, rs_rounds, BACKWARD, ZERO),
+            _bucketed("all-gather params", ag, grads, batch, bucket, 1, None, ZERO),
+        ]
     unit = math.ceil(grads / layers / batch.itemsize) * batch.itemsize  # one layer's shard
     ag, rs = Collective.ALL_GATHER, Collective.REDUCE_SCATTER
     return [
