@@ -28,7 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
     )
     A.add_workers(p)
-    p.add_argument("--algorithm", default="ring", help="algorithm name (default: ring)")
+    p.add_argument(
+        "--algorithm",
+        default="ring",
+        help="ring, tree, dbtree, recursive, rabenseifner or hierarchical, as the collective "
+        "has them (default: ring)",
+    )
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument("--size", type=A.size, default=1 << 20, help="payload in bytes (default 1MiB)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
@@ -36,7 +41,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--chunks",
         type=A.positive_int,
         default=None,
-        help="pipeline chunks for chain/tree algorithms",
+        help="pipeline chunks for chain/tree algorithms (dbtree: per half)",
+    )
+    p.add_argument(
+        "--ranks-per-node",
+        type=A.positive_int,
+        default=None,
+        metavar="G",
+        help="ranks per node, for hierarchical (N must be nodes x G)",
+    )
+    p.add_argument(
+        "--no-fold",
+        dest="fold",
+        action="store_false",
+        help="recursive/rabenseifner: refuse N that is not a power of two instead of folding "
+        "the extra ranks into partners",
     )
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
     p.set_defaults(func=run)
@@ -48,7 +67,13 @@ def run(args: argparse.Namespace) -> int:
     if args.size % itemsize:
         raise RingtreeError(f"size {args.size} B is not a whole number of {args.dtype} elements")
     schedule = build(
-        args.collective, args.algorithm, args.ranks, root=args.root, n_chunks=args.chunks
+        args.collective,
+        args.algorithm,
+        args.ranks,
+        root=args.root,
+        n_chunks=args.chunks,
+        ranks_per_node=args.ranks_per_node,
+        fold=args.fold,
     )
     data = trace_data(schedule, args.size // itemsize, itemsize)
     if args.json:
