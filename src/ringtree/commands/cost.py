@@ -6,6 +6,7 @@ import argparse
 import re
 from typing import Any
 
+from rich.measure import Measurement
 from rich.table import Table
 
 from ringtree.algorithms import BuildSpec
@@ -227,6 +228,9 @@ def render(q: Question, args: argparse.Namespace, rows: list[dict[str, Any]]) ->
             format_time(row["time_s"]),
             *(fmt(row[key]) for _, key, fmt in extra),
         )
+    if not console.is_terminal:  # piped: one line per row, never wrapped
+        wide = console.options.update_width(10_000)
+        console.width = max(console.width, Measurement.get(console, wide, table).maximum)
     console.print(table)
     if q.compute_s is not None:
         console.print(f"overhead = time / compute time per step ({format_time(q.compute_s)})")

@@ -27,16 +27,13 @@ from ringtree.cost.model import INTER, INTRA, Link
 from ringtree.errors import RingtreeError
 from ringtree.units import parse_bandwidth, parse_time
 
-GB = 1e9
-US = 1e-6
-
 _NCCL_HWLAT = "NCCL src/graph/tuning.cc hwLat, ring/Simple"
 
 PRESETS: dict[str, Link] = {
     link.name: link
     for link in (
         Link(
-            "nvlink3", 230 * GB, alpha_s=3.4 * US, nominal_Bps=600 * GB,
+            "nvlink3", 230e9, alpha_s=3.4e-6, nominal_Bps=600e9,
             nominal_both_directions=True,
             note="A100 SXM: 12 NVLink 3 links x 25 GB/s each way, through NVSwitch",
             source="busbw 232.5 GB/s, all_reduce_perf on one 8x A100 node (NVIDIA/nccl-tests"
@@ -44,7 +41,7 @@ PRESETS: dict[str, Link] = {
             f"alpha: {_NCCL_HWLAT}, NVLink 3.4 us",
         ),
         Link(
-            "nvlink4", 370 * GB, alpha_s=3.4 * US, nominal_Bps=900 * GB,
+            "nvlink4", 370e9, alpha_s=3.4e-6, nominal_Bps=900e9,
             nominal_both_directions=True,
             note="H100 SXM: 18 NVLink 4 links x 25 GB/s each way (seed: 900 GB/s)",
             source="'with the protocol overhead (~20%) NCCL can get an effective NVLink "
@@ -53,7 +50,7 @@ PRESETS: dict[str, Link] = {
             f"beyond a point-to-point model; alpha: {_NCCL_HWLAT}, NVLink 3.4 us",
         ),
         Link(
-            "nvlink5", 720 * GB, alpha_s=3.4 * US, nominal_Bps=1800 * GB,
+            "nvlink5", 720e9, alpha_s=3.4e-6, nominal_Bps=1800e9,
             nominal_both_directions=True,
             note="B200/GB200: 18 NVLink 5 links x 50 GB/s each way",
             source="NCCL models 18 links x 40.1 GB/s = 722 GB/s (src/graph/topo.h "
@@ -61,14 +58,14 @@ PRESETS: dict[str, Link] = {
             f"alpha: {_NCCL_HWLAT}, NVLink 3.4 us",
         ),
         Link(
-            "pcie3", 12 * GB, alpha_s=5.7 * US, nominal_Bps=32 * GB,
+            "pcie3", 12e9, alpha_s=5.7e-6, nominal_Bps=32e9,
             nominal_both_directions=True,
             note="PCIe 3.0 x16: 15.75 GB/s each way, GPU to GPU through a switch or the CPU",
             source="NCCL's figure for a Gen3 x16 path, 12 GB/s (src/graph/topo.h PCI_BW); "
             f"alpha: {_NCCL_HWLAT}, PCI 5.7 us",
         ),
         Link(
-            "pcie4", 24 * GB, alpha_s=5.7 * US, nominal_Bps=64 * GB,
+            "pcie4", 24e9, alpha_s=5.7e-6, nominal_Bps=64e9,
             nominal_both_directions=True,
             note="PCIe 4.0 x16: 31.5 GB/s each way (seed: 64 GB/s, both directions added)",
             source="NCCL models a 16 GT/s x16 path as 24 GB/s (src/graph/topo.cc "
@@ -77,7 +74,7 @@ PRESETS: dict[str, Link] = {
             f"A100_PCIE_BW); alpha: {_NCCL_HWLAT}, PCI 5.7 us",
         ),
         Link(
-            "pcie5", 48 * GB, alpha_s=5.7 * US, nominal_Bps=128 * GB,
+            "pcie5", 48e9, alpha_s=5.7e-6, nominal_Bps=128e9,
             nominal_both_directions=True,
             note="PCIe 5.0 x16: 63 GB/s each way; through the CPU root complex 8 GPUs reach "
             "less (28 GB/s busbw on 8x RTX 5090, NVIDIA/nccl#1639)",
@@ -86,48 +83,48 @@ PRESETS: dict[str, Link] = {
             f"H100_PCIE_BW); alpha: {_NCCL_HWLAT}, PCI 5.7 us",
         ),
         Link(
-            "ib-hdr", 24 * GB, alpha_s=14 * US, nominal_Bps=25 * GB,
+            "ib-hdr", 24e9, alpha_s=14e-6, nominal_Bps=25e9,
             note="InfiniBand HDR, 200 Gb/s per direction, one NIC per GPU (seed: 25 GB/s)",
             source="one HDR NIC reaches 24 GB/s in all_reduce_perf (NVIDIA/nccl#1048); "
             "'DGX-A100 ... 8x200Gbit/s IB cards ... 192GB/s AllReduce BusBW' (NVIDIA/nccl"
             f"#812, quoted in #1576); alpha: {_NCCL_HWLAT}, network 14 us",
         ),
         Link(
-            "ib-ndr", 48 * GB, alpha_s=14 * US, nominal_Bps=50 * GB,
+            "ib-ndr", 48e9, alpha_s=14e-6, nominal_Bps=50e9,
             note="InfiniBand NDR, 400 Gb/s per direction, one NIC per GPU",
             source="'For NDR @ 400Gbps you should see 46-48GB/s per NIC' (NVIDIA/nccl-tests"
             f"#290); 'CX-7 NICs at NDR rate ... up to 48-49GB/s' (#267); alpha: "
             f"{_NCCL_HWLAT}, network 14 us",
         ),
         Link(
-            "roce-100g", 12 * GB, alpha_s=14 * US, nominal_Bps=12.5 * GB,
+            "roce-100g", 12e9, alpha_s=14e-6, nominal_Bps=12.5e9,
             note="RDMA over Converged Ethernet, 100 Gb/s per direction",
             source="'12.2 GB/s (for a 100Gbps card) is as good as you can get' (NVIDIA/"
             "nccl-tests#29); NCCL models a 100 Gbit NIC as 12 GB/s (src/graph/topo.h NET_BW); "
             f"alpha: {_NCCL_HWLAT}, network 14 us",
         ),
         Link(
-            "10gbe", 1.18 * GB, alpha_s=30 * US, nominal_Bps=1.25 * GB,
+            "10gbe", 1.18e9, alpha_s=30e-6, nominal_Bps=1.25e9,
             note="10 Gb Ethernet, TCP sockets (seed: 1.25 GB/s)",
             source="TCP at MTU 1500 carries 1448 payload bytes per 1538 on the wire (94 %, "
             "the ~9.4 Gb/s iperf shows); alpha: 8-byte broadcast between two nodes over NCCL's "
             "socket transport takes 38-46 us (NVIDIA/nccl-tests#82), less NCCL's 8.4 us base",
         ),
         Link(
-            "25gbe", 2.94 * GB, alpha_s=30 * US, nominal_Bps=3.125 * GB,
+            "25gbe", 2.94e9, alpha_s=30e-6, nominal_Bps=3.125e9,
             note="25 Gb Ethernet, TCP sockets",
             source="TCP at MTU 1500: 1448 of 1538 wire bytes (94 %); alpha as 10gbe "
             "(NVIDIA/nccl-tests#82)",
         ),
         Link(
-            "100gbe", 6 * GB, alpha_s=30 * US, nominal_Bps=12.5 * GB,
+            "100gbe", 6e9, alpha_s=30e-6, nominal_Bps=12.5e9,
             note="100 Gb Ethernet, TCP sockets (no RDMA): the socket stack, not the wire, limits",
             source="NCCL all-reduce over 100 Gb/s TCP, 4 nodes x 8 V100: best busbw 4-6 GB/s "
             "(NVIDIA/nccl#450); NCCL over TCP stays under ~60 % of wire speed (NVIDIA/nccl#209); "
             "alpha as 10gbe (NVIDIA/nccl-tests#82)",
         ),
         Link(
-            "loopback", 1.3 * GB, alpha_s=128 * US, nominal_Bps=2.8 * GB,
+            "loopback", 1.3e9, alpha_s=128e-6, nominal_Bps=2.8e9,
             note="gloo over TCP on 127.0.0.1 on the project's 2-core machine",
             source="measured on that machine: gloo all_reduce busbw ~1.3 GB/s at N=2; one "
             "loopback TCP stream ~2.8 GB/s (nominal); a 4 KiB all-reduce at N=2 takes 0.26 ms "
