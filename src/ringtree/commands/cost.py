@@ -17,6 +17,7 @@ from ringtree.cost.money import Price
 from ringtree.cost.predict import DEFAULT_MODEL, MODELS, parse_model
 from ringtree.cost.prediction import TEXTBOOK_FACTOR
 from ringtree.cost.report import Question, cost_rows
+from ringtree.cost.textbook import nominal_link
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import (
@@ -169,7 +170,7 @@ def _bandwidth_cell(link: Any, model: str) -> str:
     """The bandwidth (and alpha) the model uses for this link."""
     levels = [link] if isinstance(link, Link) else list(link.values())
     if model == "textbook":
-        used = levels[-1]
+        used = nominal_link(link)
         both = " (both ways)" if used.nominal_both_directions else ""
         return f"{format_bandwidth(used.nominal)} nominal{both}"
     return "\n".join(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
 from ringtree.cost.alpha_beta import predict_alpha_beta
+from ringtree.cost.closed_forms import has_closed_form, registered
 from ringtree.cost.links import LinkSpec
 from ringtree.cost.prediction import Prediction
 from ringtree.cost.textbook import predict_textbook
@@ -62,6 +63,12 @@ def predict(
     spec = spec or BuildSpec()
     if col.has_root and not 0 <= spec.root < n_ranks:
         raise RingtreeError(f"root {spec.root} is not a rank of 0..{n_ranks - 1}")
+    name = algorithm.strip().lower()
+    if not has_closed_form(col, name):
+        known = ", ".join(a for c, a in registered() if c is col)
+        raise RingtreeError(
+            f"unknown algorithm {algorithm!r} for {col.value}: expected one of {known}"
+        )
     return MODELS[parse_model(model)](
-        col, algorithm.strip().lower(), n_ranks, size_bytes // itemsize, itemsize, links, spec
+        col, name, n_ranks, size_bytes // itemsize, itemsize, links, spec
     )
