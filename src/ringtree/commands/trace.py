@@ -6,6 +6,7 @@ import argparse
 
 from ringtree.algorithms import build
 from ringtree.commands import args as A
+from ringtree.cost.model import step_times_s
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.trace.steps import trace_data
@@ -57,6 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="recursive/rabenseifner: refuse N that is not a power of two instead of folding "
         "the extra ranks into partners",
     )
+    p.add_argument(
+        "--link",
+        type=A.link,
+        default=None,
+        help="add each step's modelled time on this link (a preset or custom:bw=..,lat=..)",
+    )
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
     p.set_defaults(func=run)
 
@@ -75,9 +82,15 @@ def run(args: argparse.Namespace) -> int:
         ranks_per_node=args.ranks_per_node,
         fold=args.fold,
     )
-    data = trace_data(schedule, args.size // itemsize, itemsize)
+    count = args.size // itemsize
+    data = trace_data(schedule, count, itemsize)
+    step_times = None
+    if args.link is not None:
+        step_times = step_times_s(schedule, count, itemsize, args.link)
+        data["link"] = args.link.name
+        data["step_times_s"] = step_times
     if args.json:
         print_json(data)
     else:
-        render_steps(stdout_console(), data)
+        render_steps(stdout_console(), data, step_times)
     return 0
