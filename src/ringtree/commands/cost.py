@@ -17,6 +17,7 @@ from ringtree.cost.money import Price
 from ringtree.cost.predict import DEFAULT_MODEL, MODELS, parse_model
 from ringtree.cost.prediction import TEXTBOOK_FACTOR
 from ringtree.cost.report import Question, cost_rows
+from ringtree.cost.select import AUTO, ENV_VAR
 from ringtree.cost.textbook import nominal_link
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
@@ -63,7 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one or more links, one row each: a preset (see 'ringtree links'), "
         "custom:bw=450GB/s,lat=3us, or INTRA+INTER such as nvlink4+ib-hdr",
     )
-    p.add_argument("--algorithm", default="ring", help="algorithm name (default: ring)")
+    p.add_argument(
+        "--algorithm",
+        default=AUTO,
+        help="auto (default: the lowest predicted time; RINGTREE_ALGO=ring|tree|... in the "
+        "environment forces one, as NCCL_ALGO does), or ring, tree, dbtree, recursive, "
+        "rabenseifner, hierarchical, as the collective has them",
+    )
     p.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -72,7 +79,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument(
-        "--chunks", type=A.positive_int, default=None, help="pipeline chunks for chain/tree"
+        "--chunks",
+        type=A.positive_int,
+        default=None,
+        help="pipeline chunks for chain/tree algorithms (default: the best power of two)",
+    )
+    p.add_argument(
+        "--ranks-per-node",
+        type=A.positive_int,
+        default=None,
+        metavar="G",
+        help="ranks per node, for hierarchical (N = nodes x G; give --link INTRA+INTER)",
     )
     p.add_argument(
         "--compute",
@@ -146,7 +163,7 @@ def question(args: argparse.Namespace) -> Question:
         size_bytes=size_bytes,
         itemsize=itemsize,
         model=parse_model(args.model),
-        spec=BuildSpec(root=args.root, n_chunks=args.chunks),
+        spec=BuildSpec(root=args.root, n_chunks=args.chunks, ranks_per_node=args.ranks_per_node),
         compute_s=args.compute,
         price=price,
         steps_per_second=args.steps_per_second or 1.0,
@@ -179,6 +196,23 @@ def _bandwidth_cell(link: Any, model: str) -> str:
     )
 
 
+def _algorithm_title(q: Question, rows: list[dict[str, Any]]) -> str:
+    """``ring``, ``ring (auto)``, ``tree (forced by RINGTREE_ALGO)``, or ``auto`` when the
+    links' picks differ."""
+    used = {row["algorithm"] for row in rows}
+    if q.algorithm.strip().lower() != AUTO:
+        return q.algorithm
+    if len(used) > 1:
+        return "auto (per link, below)"
+    how = f"forced by {ENV_VAR}" if rows[0]["forced"] else "auto"
+    return f"{used.pop()} ({how})"
+
+
+def _chunks_note(row: dict[str, Any]) -> str:
+    chunks = row.get("n_chunks")
+    return f"; {row['algorithm']} pipelined in {chunks} chunks" if chunks else ""
+
+
 def render(q: Question, args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     """The rich table, then one line per assumption that produced dollars."""
     console = stdout_console()
@@ -191,7 +225,7 @@ def render(q: Question, args: argparse.Namespace, rows: list[dict[str, Any]]) ->
     textbook_tag = "~2S" if factor == 2 else "~S"
     table = Table(
         title=f"{q.collective.value} of a {format_bytes(q.size_bytes)} buffer ({what}) on "
-        f"{q.n_ranks} workers, {q.algorithm}, {q.model} model",
+        f"{q.n_ranks} workers, {_algorithm_title(q, rows)}, {q.model} model",
     )
     for name, justify in (
         ("link", "left"),
@@ -233,6 +267,10 @@ def render(q: Question, args: argparse.Namespace, rows: list[dict[str, Any]]) ->
         wide = console.options.update_width(10_000)
         console.width = max(console.width, Measurement.get(console, wide, table).maximum)
     console.print(table)
+    if any("reason" in row for row in rows):
+        console.print(f"auto choice (lowest predicted time; {ENV_VAR} overrides):")
+        for link, row in zip(args.link, rows, strict=True):
+            console.print(f"  {link_name(link)}: {row['reason']}{_chunks_note(row)}")
     if q.compute_s is not None:
         console.print(f"overhead = time / compute time per step ({format_time(q.compute_s)})")
     if q.price is not None:

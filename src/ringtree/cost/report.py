@@ -11,7 +11,7 @@ from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
 from ringtree.cost.links import LinkSpec
 from ringtree.cost.money import Price, comm_money
-from ringtree.cost.predict import predict
+from ringtree.cost.select import AUTO, choose, tuned
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,24 @@ class Question:
 
 
 def cost_rows(q: Question, links: Sequence[LinkSpec]) -> list[dict[str, Any]]:
-    """One row per link: the prediction's record, plus ``overhead`` (time / compute, a fraction)
+    """One row per link: the prediction's record (``algorithm`` is the one used: with
+    ``auto``, the pick of :func:`ringtree.cost.select.choose`, whose record adds ``forced``,
+    the competing times and the reason; pipelined algorithms at their best chunk count unless
+    the spec fixes it, in ``n_chunks``), plus ``overhead`` (time / compute, a fraction)
     when compute time is given, plus ``usd_per_step``/``usd_per_day`` (and ``usd_per_job``,
     ``usd_comm_per_job`` with hours) when a price is given."""
     rows = []
     for link in links:
-        p = predict(q.collective, q.algorithm, q.n_ranks, q.size_bytes, link, q.model,
-                    itemsize=q.itemsize, spec=q.spec)  # fmt: skip
-        row = p.record()
+        if q.algorithm.strip().lower() == AUTO:
+            choice = choose(q.collective, q.n_ranks, q.size_bytes, link, q.model,
+                            itemsize=q.itemsize, spec=q.spec)  # fmt: skip
+            p = choice.chosen.prediction
+            row = {**p.record(), **choice.record()}
+        else:
+            cand = tuned(q.collective, q.algorithm, q.n_ranks, q.size_bytes, link, q.model,
+                         itemsize=q.itemsize, spec=q.spec)  # fmt: skip
+            p = cand.prediction
+            row = {**p.record(), "n_chunks": cand.n_chunks}
         if q.compute_s is not None:
             row["overhead"] = p.time_s / q.compute_s
         if q.price is not None:
