@@ -270,7 +270,9 @@ def render(q: Question, args: argparse.Namespace, rows: list[dict[str, Any]]) ->
     if any("reason" in row for row in rows):
         console.print(f"auto choice (lowest predicted time; {ENV_VAR} overrides):")
         for link, row in zip(args.link, rows, strict=True):
-            console.print(f"  {link_name(link)}: {row['reason']}{_chunks_note(row)}")
+            console.print(
+                f"  {link_name(link)}: {row['reason']}{_chunks_note(row)}", soft_wrap=True
+            )
     if q.compute_s is not None:
         console.print(f"overhead = time / compute time per step ({format_time(q.compute_s)})")
     if q.price is not None:
