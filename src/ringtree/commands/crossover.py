@@ -105,7 +105,11 @@ def render(m: CrossoverMap) -> None:
         table.add_column(name, justify="right" if name in ("cross at", "time there") else "left")
     for c in m.crossovers:
         table.add_row(c.a, c.b, format_bytes(c.size_bytes), c.below, c.above, short_time(c.time_s))
-    console.print(table)
+    if m.crossovers:
+        console.print(table)
+    else:
+        console.print(f"{m.collective.value} on {m.n_ranks} workers over {m.link}: no two "
+                      "algorithms' predicted times cross")  # fmt: skip
     lo, hi = format_bytes(m.sizes_bytes[0]), format_bytes(m.sizes_bytes[-1])
     for a, b, w in m.never:
         what = "cost the same" if w == "tie" else f"{w} is faster throughout"
@@ -136,7 +140,8 @@ def plot(m: CrossoverMap, path: Path) -> None:
                 f"ring/tree: {format_bytes(c.size_bytes)}",
                 (c.size_bytes, c.time_s),
                 textcoords="offset points",
-                xytext=(8, -14),
+                xytext=(-8, 10),
+                ha="right",
             )
     ax.set_xscale("log")
     ax.set_yscale("log")
