@@ -6,11 +6,24 @@ import argparse
 
 from ringtree.algorithms import build
 from ringtree.commands import args as A
+from ringtree.cost.model import Link
 from ringtree.errors import RingtreeError
-from ringtree.output import print_json, stdout_console
+from ringtree.output import print_json, stderr_console, stdout_console
+from ringtree.trace.chrome import schedule_chrome_trace, write_chrome_trace
+from ringtree.trace.html import write_html
 from ringtree.trace.steps import trace_data
+from ringtree.trace.svg import write_svg
 from ringtree.trace.text import render_steps
 from ringtree.units import dtype_bytes
+
+# The link of predicted Chrome traces: rough figures for gloo between processes on one machine.
+LOOPBACK = Link(
+    "loopback",
+    bandwidth_Bps=5e9,
+    alpha_s=20e-6,
+    gamma_s_per_byte=1 / 10e9,
+    note="rough figures for gloo over 127.0.0.1",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,18 +52,40 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="pipeline chunks for chain/tree algorithms",
     )
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p.add_argument("--svg", metavar="FILE", help="also write a picture of every step (SVG)")
+    p.add_argument("--html", metavar="FILE", help="also write a page that steps through it (HTML)")
+    p.add_argument(
+        "--chrome",
+        metavar="FILE",
+        help="also write its predicted timeline on a loopback link as a Chrome trace (JSON; "
+        "open in ui.perfetto.dev or chrome://tracing)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the schedule, then print it as a table or JSON."""
+    """Build the schedule, print it as a table or JSON, and write the files asked for."""
     itemsize = dtype_bytes(args.dtype)
     if args.size % itemsize:
         raise RingtreeError(f"size {args.size} B is not a whole number of {args.dtype} elements")
     schedule = build(
         args.collective, args.algorithm, args.ranks, root=args.root, n_chunks=args.chunks
     )
-    data = trace_data(schedule, args.size // itemsize, itemsize)
+    count = args.size // itemsize
+    data = trace_data(schedule, count, itemsize)
+    messages = stderr_console()
+    if args.svg:  # files first: a bad path or an unreadable picture fails before any output
+        write_svg(args.svg, schedule)
+        messages.print(f"wrote {args.svg}: a picture of {schedule.n_steps} steps")
+    if args.html:
+        write_html(args.html, schedule, count, itemsize)
+        messages.print(f"wrote {args.html}: a page that steps through {schedule.n_steps} steps")
+    if args.chrome:
+        write_chrome_trace(args.chrome, schedule_chrome_trace(schedule, count, itemsize, LOOPBACK))
+        messages.print(
+            f"wrote {args.chrome}: the predicted timeline on {LOOPBACK.name} "
+            f"({LOOPBACK.bandwidth_Bps / 1e9:g} GB/s, alpha {LOOPBACK.alpha_s * 1e6:g} us)"
+        )
     if args.json:
         print_json(data)
     else:
