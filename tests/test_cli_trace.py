@@ -77,3 +77,15 @@ def test_trace_file_errors_are_one_line_and_come_before_any_output(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = run_cli("trace", "all-gather", "-n", "40", "--html", str(tmp_path / "x.html"))
     assert proc.returncode == 2 and proc.stdout == "" and "40 ranks" in proc.stderr
+
+
+def test_trace_chrome_uses_the_link_given(tmp_path):
+    # 4 ranks, 1 MiB: 262144 B per step at 1 GB/s plus 10 us of latency, 6 steps
+    chrome = tmp_path / "t.json"
+    proc = run_cli("trace", "all-reduce", "-n", "4", "--link", "custom:bw=1GB/s,lat=10us",
+                   "--chrome", str(chrome))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    trace = json.loads(chrome.read_text())
+    end_us = max(e["ts"] + e["dur"] for e in trace["traceEvents"] if e["ph"] == "X")
+    assert end_us == pytest.approx(6 * (10 + 262144 / 1e9 * 1e6), abs=1e-3)
+    assert trace["otherData"]["link"] == "custom:bw=1GB/s,lat=10us"

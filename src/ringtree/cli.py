@@ -13,7 +13,7 @@ import sys
 from ringtree.errors import RingtreeError
 
 # Command modules, in the order ``ringtree --help`` lists them.
-COMMANDS = ["trace", "demo"]
+COMMANDS = ["trace", "demo", "cost", "links"]
 
 
 class _Parser(argparse.ArgumentParser):

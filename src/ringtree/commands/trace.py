@@ -6,7 +6,8 @@ import argparse
 
 from ringtree.algorithms import build
 from ringtree.commands import args as A
-from ringtree.cost.model import Link
+from ringtree.cost.links import get_link
+from ringtree.cost.model import step_times_s
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.trace.chrome import schedule_chrome_trace, write_chrome_trace
@@ -14,17 +15,7 @@ from ringtree.trace.html import write_html
 from ringtree.trace.steps import trace_data
 from ringtree.trace.svg import write_svg
 from ringtree.trace.text import render_steps
-from ringtree.units import dtype_bytes
-
-# The link of predicted Chrome traces until link presets land on main: the cost branch's
-# "loopback" preset (gloo over TCP on 127.0.0.1, measured on the project's 2-core machine).
-LOOPBACK = Link(
-    "loopback",
-    bandwidth_Bps=1.3e9,
-    alpha_s=128e-6,
-    nominal_Bps=2.8e9,
-    note="gloo over TCP on 127.0.0.1 on the project's 2-core machine",
-)
+from ringtree.units import dtype_bytes, format_bandwidth, format_time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,14 +43,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="pipeline chunks for chain/tree algorithms",
     )
+    p.add_argument(
+        "--link",
+        type=A.link,
+        default=None,
+        help="add each step's modelled time on this link (a preset or custom:bw=..,lat=..); "
+        "also the link of --chrome (default there: loopback)",
+    )
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
     p.add_argument("--svg", metavar="FILE", help="also write a picture of every step (SVG)")
     p.add_argument("--html", metavar="FILE", help="also write a page that steps through it (HTML)")
     p.add_argument(
         "--chrome",
         metavar="FILE",
-        help="also write its predicted timeline on a loopback link as a Chrome trace (JSON; "
-        "open in ui.perfetto.dev or chrome://tracing)",
+        help="also write its predicted timeline on --link (default loopback) as a Chrome trace "
+        "(JSON; open in ui.perfetto.dev or chrome://tracing)",
     )
     p.set_defaults(func=run)
 
@@ -74,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
     )
     count = args.size // itemsize
     data = trace_data(schedule, count, itemsize)
+    step_times = None
+    if args.link is not None:
+        step_times = step_times_s(schedule, count, itemsize, args.link)
+        data["link"] = args.link.name
+        data["step_times_s"] = step_times
     messages = stderr_console()
     if args.svg:  # files first: a bad path or an unreadable picture fails before any output
         write_svg(args.svg, schedule)
@@ -82,13 +85,14 @@ def run(args: argparse.Namespace) -> int:
         write_html(args.html, schedule, count, itemsize)
         messages.print(f"wrote {args.html}: a page that steps through {schedule.n_steps} steps")
     if args.chrome:
-        write_chrome_trace(args.chrome, schedule_chrome_trace(schedule, count, itemsize, LOOPBACK))
+        link = args.link or get_link("loopback")
+        write_chrome_trace(args.chrome, schedule_chrome_trace(schedule, count, itemsize, link))
         messages.print(
-            f"wrote {args.chrome}: the predicted timeline on {LOOPBACK.name} "
-            f"({LOOPBACK.bandwidth_Bps / 1e9:g} GB/s, alpha {LOOPBACK.alpha_s * 1e6:g} us)"
+            f"wrote {args.chrome}: the predicted timeline on {link.name} "
+            f"({format_bandwidth(link.bandwidth_Bps)}, alpha {format_time(link.alpha_s)})"
         )
     if args.json:
         print_json(data)
     else:
-        render_steps(stdout_console(), data)
+        render_steps(stdout_console(), data, step_times)
     return 0
