@@ -2,6 +2,7 @@
 the share of inputs each chunk holds, ring and tree layouts."""
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -119,3 +120,46 @@ def test_limits_and_bad_layout_are_one_line_errors(tmp_path):
     path = tmp_path / "x.svg"
     write_svg(str(path), build("reduce-scatter", "ring", 5))
     assert len(panels(ET.parse(path).getroot(), "step")) == 4
+
+
+def test_schedules_on_several_nodes_get_a_frame_per_node():
+    s = replace(build("all-reduce", "ring", 6), ranks_per_node=3)
+    assert choose_layout(s) == "nodes"
+    start = panels(ET.fromstring(schedule_svg(s)), "start")[0]
+    frames = [r for r in start.iter(f"{{{NS['svg']}}}rect") if r.get("class") == "node"]
+    assert len(frames) == 2
+    where, _ = rank_boxes(start)
+    for rank, (x, y) in where.items():
+        f = frames[rank // 3]
+        fx, fy = float(f.get("x")), float(f.get("y"))
+        assert fx < x < fx + float(f.get("width")) and fy < y < fy + float(f.get("height"))
+    with pytest.raises(RingtreeError, match="layout 'nodes' needs a schedule on several nodes"):
+        schedule_svg(build("all-reduce", "ring", 6), layout="nodes")
+
+
+def test_arrows_keep_off_other_ranks_boxes_and_inside_the_panel():
+    # root 0 over 1, 2, 3 in one layer; 1 -> 3 and 3 -> 1 would run straight through rank 2
+    steps = (
+        Step((Transfer(0, 1, 0), Transfer(0, 2, 1), Transfer(0, 3, 2))),
+        Step((Transfer(1, 3, 0), Transfer(3, 1, 2))),
+    )
+    s = Schedule(Collective.BROADCAST, "tree-ish", 4, 3, steps, root=0)
+    panel = panels(ET.fromstring(schedule_svg(s, layout="tree")), "step")[1]
+    where, _ = rank_boxes(panel)
+    x2, y2 = where[2]
+    box = next(g for g in groups(panel, "rank")).find("svg:rect", NS)
+    w, h = float(box.get("width")), float(box.get("height"))
+    width, height = float(panel.get("width")), float(panel.get("height"))
+    curves = [g.find("svg:path", NS).get("d").split() for g in groups(panel, "transfer copy")]
+    assert len(curves) == 2
+    for d in curves:
+        (ax, ay), (cx, cy), (bx, by) = [(float(d[i]), float(d[i + 1])) for i in (1, 4, 6)]
+        for i in range(21):
+            t = i / 20
+            x = (1 - t) ** 2 * ax + 2 * (1 - t) * t * cx + t * t * bx
+            y = (1 - t) ** 2 * ay + 2 * (1 - t) * t * cy + t * t * by
+            air = 4  # pixels of air between an arrow and a box it passes
+            assert not (x2 - air <= x <= x2 + w + air and y2 - air <= y <= y2 + h + air)
+            assert 0 < x < width and 0 < y < height, "arrow off the panel"
+    # the two arrows bulge to opposite sides (each to the left of its direction)
+    assert (float(curves[0][5]) - y2) * (float(curves[1][5]) - y2) < 0

@@ -8,9 +8,12 @@ reduces the chunk into its own, dashed when it copies it; the cells a step write
 outlined. A first panel shows the state before step 1.
 
 Layouts: ``circle`` (rank 0 at the top, clockwise; ring algorithms and anything that is not
-a tree) and ``tree`` (layers from the root along the schedule's edges; tree algorithms).
-``auto`` picks ``tree`` for algorithms named ``*tree*`` and for schedules whose edges form a
-tree, except ``ring`` (a chain is drawn on its ring).
+a tree), ``tree`` (layers from the root along the schedule's edges; tree algorithms) and
+``nodes`` (one small circle per node in a dashed frame, for schedules with
+``ranks_per_node``). ``auto`` picks ``nodes`` for schedules on several nodes, ``tree`` for
+algorithms named ``*tree*`` and for schedules whose edges form a tree, except ``ring`` (a
+chain is drawn on its ring), and ``circle`` otherwise. Arrows bend further, or to the other
+side, to keep off other ranks' boxes and inside the panel.
 
 Plain SVG 1.1 written with ElementTree: no CSS, no markers, no scripts, so any viewer (and
 an HTML page, several panels at once) shows it the same.
@@ -31,7 +34,7 @@ from ringtree.trace.files import write_text
 
 MAX_RANKS = 32
 MAX_CHUNKS = 64
-LAYOUTS = ("auto", "circle", "tree")
+LAYOUTS = ("auto", "circle", "tree", "nodes")
 # Paul Tol's "bright" and "muted" qualitative schemes: distinct for colour-blind readers too.
 CHUNK_COLOURS = (
     "#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#332288", "#117733",
@@ -105,11 +108,19 @@ def _tree_root(s: Schedule, adj: list[set[int]]) -> int:
 
 
 def choose_layout(s: Schedule, layout: str = "auto") -> str:
-    """``circle`` or ``tree`` for ``s`` (see the module docstring for ``auto``)."""
+    """``circle``, ``tree`` or ``nodes`` for ``s`` (see the module docstring for ``auto``)."""
     if layout not in LAYOUTS:
         raise RingtreeError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    multi_node = s.ranks_per_node is not None and s.ranks_per_node < s.n_ranks
+    if layout == "nodes" and not multi_node:
+        raise RingtreeError(
+            f"layout 'nodes' needs a schedule on several nodes; {s.algorithm} {s.collective.value}"
+            f" has ranks_per_node={s.ranks_per_node} on {s.n_ranks} ranks"
+        )
     if layout != "auto":
         return layout
+    if multi_node:
+        return "nodes"
     if "tree" in s.algorithm or (s.algorithm != "ring" and _is_tree(_neighbours(s))):
         return "tree"
     return "circle"
@@ -125,55 +136,85 @@ class _Geometry:
     cell_w: float
     width: float
     height: float
+    frames: list[tuple[float, float, float, float, str]]  # x, y, w, h, label of each node
+
+
+def _circle(n: int, radius: float, x0: float = 0.0) -> list[tuple[float, float]]:
+    """``n`` points clockwise on a circle from the top, centred at (x0, 0)."""
+    return [
+        (x0 + radius * math.cos(2 * math.pi * i / n - math.pi / 2),
+         radius * math.sin(2 * math.pi * i / n - math.pi / 2))
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def _tree_positions(
+    s: Schedule, box_w: float, box_h: float
+) -> tuple[list[tuple[float, float]], float]:
+    """Tidy layered layout of the BFS tree from the root: leaves side by side in order,
+    parents centred over their children. Also the room to leave below the last layer (for
+    arcs between ranks of one layer, which also get wider gaps)."""
+    n, adj = s.n_ranks, _neighbours(s)
+    parent = _bfs(adj, _tree_root(s, adj))
+    for r in range(n):  # ranks the first tree does not reach: more roots
+        if r not in parent:
+            parent.update(_bfs(adj, r))
+    depth: dict[int, int] = {}
+    children: dict[int, list[int]] = {r: [] for r in range(n)}
+    for v, p in parent.items():  # BFS order: parents first
+        depth[v] = 0 if p is None else depth[p] + 1
+        if p is not None:
+            children[p].append(v)
+    same_layer = any(depth[u] == depth[v] for u in range(n) for v in adj[u])
+    slot, gap_y = box_w + (70 if same_layer else 26), box_h + 74
+    x: dict[int, float] = {}
+    leaves = 0
+
+    def place(u: int) -> None:
+        nonlocal leaves
+        for v in sorted(children[u]):
+            place(v)
+        if children[u]:
+            x[u] = sum(x[v] for v in children[u]) / len(children[u])
+        else:
+            x[u], leaves = leaves * slot, leaves + 1
+
+    for r in range(n):
+        if parent[r] is None:
+            place(r)
+    return [(x[r], depth[r] * gap_y) for r in range(n)], gap_y * 0.7 if same_layer else 0.0
 
 
 def _geometry(s: Schedule, layout: str) -> _Geometry:
     cell_w = max(5.0, min(16.0, 120.0 / s.n_chunks))
     box_w = max(64.0, s.n_chunks * (cell_w + 2) + 14)
     box_h = 50.0
-    n = s.n_ranks
+    n, bottom, top = s.n_ranks, 0.0, 12.0
+    nodes: list[list[int]] = []
     if layout == "circle":
-        radius = max(118.0, n * (box_w + 56) / (2 * math.pi)) if n > 1 else 0.0
-        raw = [
-            (radius * math.cos(2 * math.pi * i / n - math.pi / 2),
-             radius * math.sin(2 * math.pi * i / n - math.pi / 2))
-            for i in range(n)
-        ]  # fmt: skip
+        raw = _circle(n, max(118.0, n * (box_w + 56) / (2 * math.pi)) if n > 1 else 0.0)
+    elif layout == "nodes":  # one small ring per node, the nodes side by side
+        rpn = s.ranks_per_node or n
+        nodes = [list(range(j, min(j + rpn, n))) for j in range(0, n, rpn)]
+        radius = max(80.0, rpn * (box_w + 40) / (2 * math.pi)) if rpn > 1 else 0.0
+        raw = []
+        for j, ranks in enumerate(nodes):
+            raw += _circle(len(ranks), radius, j * (2 * radius + box_w + 90))
+        top += 24  # room for the node's frame and name
     else:
-        adj = _neighbours(s)
-        root = _tree_root(s, adj)
-        parent = _bfs(adj, root)
-        for r in range(n):  # ranks the schedule never touches: extra roots
-            if r not in parent:
-                parent.update(_bfs(adj, r))
-        children: dict[int, list[int]] = {r: [] for r in range(n)}
-        for v, p in parent.items():
-            if p is not None:
-                children[p].append(v)
-        slot, gap_y = box_w + 26, box_h + 74
-        x: dict[int, float] = {}
-        y: dict[int, float] = {}
-        next_leaf = [0.0]
-
-        def place(u: int, depth: int) -> None:  # tidy tree: leaves in order, parents centred
-            y[u] = depth * gap_y
-            for v in sorted(children[u]):
-                place(v, depth + 1)
-            if children[u]:
-                x[u] = sum(x[v] for v in children[u]) / len(children[u])
-            else:
-                x[u] = next_leaf[0] * slot
-                next_leaf[0] += 1
-
-        for r in [r for r in range(n) if parent[r] is None]:
-            place(r, 0)
-        raw = [(x[r], y[r]) for r in range(n)]
+        raw, bottom = _tree_positions(s, box_w, box_h)
     min_x = min(p[0] for p in raw) - box_w / 2 - PAD - 24
-    min_y = min(p[1] for p in raw) - box_h / 2 - 12
+    min_y = min(p[1] for p in raw) - box_h / 2 - top
     centres = [(px - min_x, py - min_y + TITLE_H) for px, py in raw]
     width = max(p[0] for p in centres) + box_w / 2 + PAD + 24
-    height = max(p[1] for p in centres) + box_h / 2 + PAD
-    return _Geometry(centres, box_w, box_h, cell_w, max(width, 220.0), height)
+    height = max(p[1] for p in centres) + box_h / 2 + PAD + bottom
+    frames = []
+    for j, ranks in enumerate(nodes):
+        xs, ys = [centres[r][0] for r in ranks], [centres[r][1] for r in ranks]
+        x0, y0 = min(xs) - box_w / 2 - 14, min(ys) - box_h / 2 - 30
+        frames.append((x0, y0, max(xs) + box_w / 2 + 14 - x0, max(ys) + box_h / 2 + 12 - y0,
+                       f"node {j}"))  # fmt: skip
+    return _Geometry(centres, box_w, box_h, cell_w, max(width, 220.0), height, frames)
 
 
 # -- drawing -------------------------------------------------------------------------------
@@ -189,15 +230,42 @@ def _exit_point(
     return centre[0] + ux * (t + margin), centre[1] + uy * (t + margin)
 
 
+def _control(geo: _Geometry, src: int, dst: int, bend: float) -> tuple[float, float]:
+    """The control point of the arrow ``src -> dst``: ``bend`` x its length to its left."""
+    (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
+    return (x0 + x2) / 2 + (y2 - y0) * bend, (y0 + y2) / 2 - (x2 - x0) * bend
+
+
+def _crosses_a_box(geo: _Geometry, src: int, dst: int, bend: float) -> bool:
+    """Whether the arrow ``src -> dst`` would pass over another rank's box or off the panel."""
+    (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
+    cx, cy = _control(geo, src, dst, bend)
+    hw, hh = geo.box_w / 2 + 6, geo.box_h / 2 + 6
+    for i in range(1, 24):
+        t = i / 24
+        x = (1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t * t * x2
+        y = (1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t * t * y2
+        if not (8 < x < geo.width - 8 and TITLE_H < y < geo.height - 8):
+            return True
+        for r, (bx, by) in enumerate(geo.centres):
+            if r != src and r != dst and abs(x - bx) < hw and abs(y - by) < hh:
+                return True
+    return False
+
+
+def _bend(geo: _Geometry, src: int, dst: int, base: float) -> float:
+    """The least bend from ``base`` up that keeps the arrow off other boxes (if any does)."""
+    options = [base + extra for extra in (0.0, 0.2, 0.4, 0.65)]
+    options += [-b for b in options]  # the other side, if the left one is blocked
+    return next((b for b in options if not _crosses_a_box(geo, src, dst, b)), base)
+
+
 def _arrow(
     g: ET.Element, geo: _Geometry, src: int, dst: int, chunk: int, action: Action, bend: float
 ) -> None:
     """A curved arrow ``src -> dst``, bulging to the left of its direction by ``bend``."""
     (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
-    dx, dy = x2 - x0, y2 - y0
-    dist = math.hypot(dx, dy) or 1.0
-    cx = (x0 + x2) / 2 + dy / dist * bend * dist
-    cy = (y0 + y2) / 2 - dx / dist * bend * dist
+    cx, cy = _control(geo, src, dst, bend)
     a = _exit_point((x0, y0), (cx, cy), geo, 3)
     b = _exit_point((x2, y2), (cx, cy), geo, 3)
     ux, uy = b[0] - cx, b[1] - cy
@@ -336,12 +404,18 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
             seen: dict[tuple[int, int], int] = {}
             for t in step.transfers:
                 written[t.dst].add(t.chunk)
+        for x, y, w, h, label in geo.frames:
+            _el(svg, "rect", x=x, y=y, width=w, height=h, rx=14, fill="none", stroke="#AAAAAA",
+                stroke_dasharray="5 4", class_="node")  # fmt: skip
+            _el(svg, "text", label, x=x + 10, y=y + 17, font_family=FONT, font_size=12,
+                fill=MUTED)  # fmt: skip
         for r in range(s.n_ranks):
             _rank_box(svg, geo, r, held[r], full, written[r])
         if step:
             for t in step.transfers:
                 j = seen[(t.src, t.dst)] = seen.get((t.src, t.dst), -1) + 1
-                _arrow(svg, geo, t.src, t.dst, t.chunk, t.action, 0.16 + 0.12 * j)
+                bend = _bend(geo, t.src, t.dst, 0.16 + 0.12 * j)
+                _arrow(svg, geo, t.src, t.dst, t.chunk, t.action, bend)
         panels.append(svg)
     return panels
 
