@@ -80,16 +80,20 @@ def run(args: argparse.Namespace) -> int:
     messages = stderr_console()
     if args.svg:  # files first: a bad path or an unreadable picture fails before any output
         write_svg(args.svg, schedule)
-        messages.print(f"wrote {args.svg}: a picture of {schedule.n_steps} steps")
+        messages.print(f"wrote {args.svg}: a picture of {schedule.n_steps} steps", soft_wrap=True)
     if args.html:
         write_html(args.html, schedule, count, itemsize)
-        messages.print(f"wrote {args.html}: a page that steps through {schedule.n_steps} steps")
+        messages.print(
+            f"wrote {args.html}: a page that steps through {schedule.n_steps} steps",
+            soft_wrap=True,
+        )
     if args.chrome:
         link = args.link or get_link("loopback")
         write_chrome_trace(args.chrome, schedule_chrome_trace(schedule, count, itemsize, link))
         messages.print(
             f"wrote {args.chrome}: the predicted timeline on {link.name} "
-            f"({format_bandwidth(link.bandwidth_Bps)}, alpha {format_time(link.alpha_s)})"
+            f"({format_bandwidth(link.bandwidth_Bps)}, alpha {format_time(link.alpha_s)})",
+            soft_wrap=True,
         )
     if args.json:
         print_json(data)

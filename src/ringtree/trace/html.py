@@ -48,7 +48,8 @@ _SCRIPT = """
   function show(k) {
     k = Math.max(0, Math.min(n, k));
     panels.forEach((p, i) => { p.style.display = i === k ? "" : "none"; });
-    counter.textContent = k === 0 ? "before step 1 (of " + n + ")" : "step " + k + " of " + n;
+    counter.textContent = k > 0 ? "step " + k + " of " + n
+      : n > 0 ? "before step 1 (of " + n + ")" : "no steps: nothing to send";
     prev.disabled = k === 0;
     next.disabled = k === n;
     list.replaceChildren(...(k === 0 ? [] : data.steps[k - 1].transfers.map((t) => {

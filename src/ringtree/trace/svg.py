@@ -51,7 +51,9 @@ def chunk_colour(chunk: int) -> str:
     return CHUNK_COLOURS[chunk % len(CHUNK_COLOURS)]
 
 
-def _el(parent: ET.Element | None, tag: str, text: str | None = None, **attrs: object):
+def _el(
+    parent: ET.Element | None, tag: str, text: str | None = None, **attrs: object
+) -> ET.Element:
     """An element with attributes (``stroke_width`` -> ``stroke-width``, ``class_`` -> class)."""
     a = {k.rstrip("_").replace("_", "-"): _fmt(v) for k, v in attrs.items() if v is not None}
     e = ET.Element(tag, a) if parent is None else ET.SubElement(parent, tag, a)
@@ -448,7 +450,8 @@ def schedule_title(s: Schedule) -> str:
     """``ring all-reduce on 4 ranks, 4 chunks: 6 steps`` (and the root, if any)."""
     root = "" if s.root is None else f", root {s.root}"
     chunks = f"{s.n_chunks} chunk{'s' if s.n_chunks > 1 else ''}"
-    return f"{s.algorithm} {s.collective.value} on {s.n_ranks} ranks, {chunks}{root}: " + (
+    ranks = f"{s.n_ranks} rank{'s' if s.n_ranks > 1 else ''}"
+    return f"{s.algorithm} {s.collective.value} on {ranks}, {chunks}{root}: " + (
         f"{s.n_steps} step{'s' if s.n_steps != 1 else ''}"
     )
 
