@@ -11,6 +11,7 @@ from ringtree.errors import RingtreeError
 from ringtree.units import (
     figure,
     format_bandwidth,
+    format_overhead,
     format_params,
     format_percent,
     format_time,
@@ -109,7 +110,15 @@ def test_seed_times_are_printed_as_the_seed_prints_them():
 def test_seed_percentages_and_dollars():
     assert format_percent(28 / 64 / 0.2) == "220 % (218.8)"
     assert format_percent(28 / 25 / 0.2) == "560 %"
-    assert format_percent(28 / 900 / 0.2) == "16 % (15.56)"  # the seed truncates 31/200 to 15
+    assert format_percent(28 / 900 / 0.2) == "16 % (15.56)"
+
+
+def test_overhead_the_seeds_way():
+    """The seed divides its printed times by 200 ms: 31/200 = 15 %, 440/200 = 220 %."""
+    assert format_overhead(28 / 900, 0.2) == "15 % (15.56)"
+    assert format_overhead(28 / 64, 0.2) == "220 % (218.8)"
+    assert format_overhead(28 / 25, 0.2) == "560 %"
+    assert format_overhead(28 / 1.25, 0.2) == "11,000 % (11,200)"
     assert format_usd(28 / 900 * 30 / 3600 * 8) == "$2.1e-3 (2.074e-3)"
     assert format_usd(28 / 900 * 30 / 3600 * 8 * 86400) == "$180 (179.2)"
     assert format_usd(1e-3 * 0.70 / 3600) == "$1.9e-7 (1.944e-7)"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import ROUND_DOWN, Decimal
 
 from ringtree.errors import RingtreeError
 
@@ -201,6 +202,21 @@ def format_time(seconds: float, exact: bool = True) -> str:
 def format_percent(fraction: float, exact: bool = True) -> str:
     """An overhead fraction as a percentage: ``0.1556 -> '16 % (15.56)'``, ``5.6 -> '560 %'``."""
     return _shown(fraction * 100, figure(fraction * 100), 1.0, " %", exact)
+
+
+def format_overhead(time_s: float, compute_s: float, exact: bool = True) -> str:
+    """Communication time over compute time, as the seed works it out: the printed (rounded)
+    time over the compute time, cut to two figures, then the exact ratio:
+    ``(0.03111, 0.2) -> '15 % (15.56)'`` (31 ms / 200 ms), ``(0.4375, 0.2) -> '220 % (218.8)'``.
+    """
+    exact_pct = time_s / compute_s * 100
+    if time_s == 0:
+        return "0 %"
+    ratio = Decimal(repr(figure(time_s))) / Decimal(repr(compute_s)) * 100
+    shown = float(
+        ratio.scaleb(-ratio.adjusted() + 1).quantize(1, ROUND_DOWN).scaleb(ratio.adjusted() - 1)
+    )
+    return _shown(exact_pct, shown, 1.0, " %", exact)
 
 
 def format_usd(usd: float, exact: bool = True) -> str:

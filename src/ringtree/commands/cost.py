@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rich.measure import Measurement
@@ -24,8 +25,8 @@ from ringtree.units import (
     dtype_bytes,
     format_bandwidth,
     format_bytes,
+    format_overhead,
     format_params,
-    format_percent,
     format_time,
     format_usd,
 )
@@ -203,15 +204,16 @@ def render(q: Question, args: argparse.Namespace, rows: list[dict[str, Any]]) ->
         ("time", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    extra = [("overhead", "overhead", format_percent)] if q.compute_s is not None else []
+    extra: list[tuple[str, Callable[[dict], str]]] = []
+    if q.compute_s is not None:
+        compute_s = q.compute_s
+        extra.append(("overhead", lambda r: format_overhead(r["time_s"], compute_s)))
     if q.price is not None:
-        extra += [
-            ("$ per step", "usd_per_step", format_usd),
-            ("$ per day", "usd_per_day", format_usd),
-        ]
+        keys = [("$ per step", "usd_per_step"), ("$ per day", "usd_per_day")]
         if q.hours is not None:
-            extra += [("$ comm per job", "usd_comm_per_job", format_usd)]
-    for header, _, _ in extra:
+            keys.append(("$ comm per job", "usd_comm_per_job"))
+        extra += [(h, lambda r, k=k: format_usd(r[k])) for h, k in keys]
+    for header, _ in extra:
         table.add_column(header, justify="right")
     for link, row in zip(args.link, rows, strict=True):
         sent = format_bytes(row["bytes_sent_per_worker"])
@@ -227,7 +229,7 @@ def render(q: Question, args: argparse.Namespace, rows: list[dict[str, Any]]) ->
             "-" if q.model == "textbook" else format_time(row["latency_s"], exact=False),
             format_time(row["bandwidth_s"], exact=False),
             format_time(row["time_s"]),
-            *(fmt(row[key]) for _, key, fmt in extra),
+            *(fmt(row) for _, fmt in extra),
         )
     if not console.is_terminal:  # piped: one line per row, never wrapped
         wide = console.options.update_width(10_000)
