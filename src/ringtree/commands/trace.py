@@ -6,12 +6,16 @@ import argparse
 
 from ringtree.algorithms import build
 from ringtree.commands import args as A
+from ringtree.cost.links import get_link
 from ringtree.cost.model import step_times_s
 from ringtree.errors import RingtreeError
-from ringtree.output import print_json, stdout_console
+from ringtree.output import print_json, stderr_console, stdout_console
+from ringtree.trace.chrome import schedule_chrome_trace, write_chrome_trace
+from ringtree.trace.html import write_html
 from ringtree.trace.steps import trace_data
+from ringtree.trace.svg import write_svg
 from ringtree.trace.text import render_steps
-from ringtree.units import dtype_bytes
+from ringtree.units import dtype_bytes, format_bandwidth, format_time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,14 +66,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--link",
         type=A.link,
         default=None,
-        help="add each step's modelled time on this link (a preset or custom:bw=..,lat=..)",
+        help="add each step's modelled time on this link (a preset or custom:bw=..,lat=..); "
+        "also the link of --chrome (default there: loopback)",
     )
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p.add_argument("--svg", metavar="FILE", help="also write a picture of every step (SVG)")
+    p.add_argument("--html", metavar="FILE", help="also write a page that steps through it (HTML)")
+    p.add_argument(
+        "--chrome",
+        metavar="FILE",
+        help="also write its predicted timeline on --link (default loopback) as a Chrome trace "
+        "(JSON; open in ui.perfetto.dev or chrome://tracing)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the schedule, then print it as a table or JSON."""
+    """Build the schedule, print it as a table or JSON, and write the files asked for."""
     itemsize = dtype_bytes(args.dtype)
     if args.size % itemsize:
         raise RingtreeError(f"size {args.size} B is not a whole number of {args.dtype} elements")
@@ -89,6 +102,24 @@ def run(args: argparse.Namespace) -> int:
         step_times = step_times_s(schedule, count, itemsize, args.link)
         data["link"] = args.link.name
         data["step_times_s"] = step_times
+    messages = stderr_console()
+    if args.svg:  # files first: a bad path or an unreadable picture fails before any output
+        write_svg(args.svg, schedule)
+        messages.print(f"wrote {args.svg}: a picture of {schedule.n_steps} steps", soft_wrap=True)
+    if args.html:
+        write_html(args.html, schedule, count, itemsize)
+        messages.print(
+            f"wrote {args.html}: a page that steps through {schedule.n_steps} steps",
+            soft_wrap=True,
+        )
+    if args.chrome:
+        link = args.link or get_link("loopback")
+        write_chrome_trace(args.chrome, schedule_chrome_trace(schedule, count, itemsize, link))
+        messages.print(
+            f"wrote {args.chrome}: the predicted timeline on {link.name} "
+            f"({format_bandwidth(link.bandwidth_Bps)}, alpha {format_time(link.alpha_s)})",
+            soft_wrap=True,
+        )
     if args.json:
         print_json(data)
     else:
