@@ -138,3 +138,10 @@ def test_bad_cluster_file(tmp_path):
     bad.write_text("[cluster\n")
     proc = run_cli("plan", "--model", "7b", "--cluster", str(bad))
     assert proc.returncode == 2 and "malformed cluster file" in proc.stderr
+
+
+def test_table_says_when_hierarchical_was_used(capsys):
+    assert main([*BASE, "--strategy", "ddp", "--gpu-memory", "141GB"]) == 0
+    out = capsys.readouterr().out
+    assert "hierarchical" in out
+    assert "all-reduce grads: hierarchical (8 nodes x 8)" in out

@@ -135,3 +135,29 @@ def test_bad_layouts(strategy, model, message):
 def test_global_batch_must_split_over_dp():
     with pytest.raises(RingtreeError, match="global batch of 10 sequences"):
         plan(SEED, cluster(), parse_strategy("ddp"), Training(global_batch=10))
+
+
+def test_hierarchical_all_reduce_where_cheaper(monkeypatch):
+    monkeypatch.delenv("RINGTREE_ALGO")
+    from ringtree.algorithms import BuildSpec
+    from ringtree.cost.model import INTER, INTRA
+    from ringtree.cost.select import choose
+
+    t = Training(bucket_bytes=0)
+    p = plan(SEED, cluster(nodes=4), parse_strategy("ddp"), t)  # 4 nodes x 8, fast inside
+    (c,) = p.collectives
+    assert c.call.hierarchical and c.to_json()["hierarchical"]
+    # intra 2(g-1) steps on FAST, inter 2(M-1) steps of S/g on SLOW (g = 8, M = 4)
+    want = 14 * FAST.alpha_s + 14 * 14e9 / 8 / FAST.bandwidth_Bps
+    want += 6 * SLOW.alpha_s + 6 * 14e9 / 8 / 4 / SLOW.bandwidth_Bps
+    assert c.time_s == pytest.approx(want, rel=1e-12)
+    flat = choose("all-reduce", 32, 14 * 10**9, SLOW, itemsize=2)  # every flat algorithm
+    assert c.time_s < flat.chosen.time_s
+    # an intra-node link slower than the network: flat wins and nothing says hierarchical
+    slow_inside = Cluster(4, 8, Link("slow-pcie", 5e9, alpha_s=5e-6), SLOW)
+    (c,) = plan(SEED, slow_inside, parse_strategy("ddp"), t).collectives
+    assert not c.call.hierarchical
+    spec = BuildSpec(ranks_per_node=8)
+    both = choose("all-reduce", 32, 14 * 10**9, {INTRA: slow_inside.intra, INTER: SLOW},
+                  itemsize=2, spec=spec)  # fmt: skip
+    assert c.call.algorithm == both.chosen.algorithm != "hierarchical"

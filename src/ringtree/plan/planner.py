@@ -83,6 +83,7 @@ class TimedOp:
             "calls": self.op.calls,
             "algorithm": self.call.algorithm,
             "hierarchical": self.call.hierarchical,
+            "forced": self.call.forced,
             "latency_s": self.latency_s,
             "source": self.op.source,
         }
@@ -271,7 +272,7 @@ def _time_ops(
             exposed_round[i] = shown * round_s[i] / total if total else 0.0
     out = []
     for (op, shape, full, last), t, shown in zip(priced, round_s, exposed_round, strict=True):
-        sent = (op.calls_per_round - 1) * full.bytes_sent + last.bytes_sent
+        sent = int((op.calls_per_round - 1) * full.bytes_sent + last.bytes_sent)
         latency = (op.calls_per_round - 1) * full.latency_s + last.latency_s
         r = op.rounds
         out.append(TimedOp(op, shape, full, sent * r, t * r, latency * r, shown * r))

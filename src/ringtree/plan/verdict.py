@@ -10,9 +10,11 @@ the model says it is faster (and fits).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ringtree.plan.strategy import FLAVORS
+from ringtree.plan.volumes import model_state_bytes
 from ringtree.units import format_bytes, format_percent, format_time
 
 if TYPE_CHECKING:
@@ -31,16 +33,17 @@ def _key(plan: Plan) -> float:
 
 def _best_flavor(plan: Plan, other: Callable[[str], Plan], fits_only: bool) -> Plan | None:
     """The fastest other data-parallel flavour whose model states fit, if it is at least
-    ``BETTER_BY`` faster (any that fits, when ``plan`` itself does not fit)."""
+    ``BETTER_BY`` faster (any that fits, when ``plan`` itself does not fit). Flavours that
+    cannot fit are not priced."""
     if plan.layout.dp == 1:
         return None
     best = None
     for flavor in FLAVORS:
-        if flavor == plan.layout.flavor:
+        layout = replace(plan.layout, flavor=flavor)
+        need = model_state_bytes(plan.model, layout, plan.training.itemsize)
+        if flavor == plan.layout.flavor or need > plan.cluster.gpu_memory_bytes:
             continue
         alt = other(flavor)
-        if not alt.fits_memory:
-            continue
         if not fits_only and _key(alt) > (1 - BETTER_BY) * _key(plan):
             continue
         if best is None or _key(alt) < _key(best):
