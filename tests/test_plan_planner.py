@@ -161,3 +161,11 @@ def test_hierarchical_all_reduce_where_cheaper(monkeypatch):
     both = choose("all-reduce", 32, 14 * 10**9, {INTRA: slow_inside.intra, INTER: SLOW},
                   itemsize=2, spec=spec)  # fmt: skip
     assert c.call.algorithm == both.chosen.algorithm != "hierarchical"
+
+
+def test_verdict_asks_for_buckets_when_one_all_reduce_cannot_overlap():
+    h200 = Cluster(1, 8, FAST, SLOW, gpu_memory_bytes=141 * 10**9)
+    p = plan(SEED, h200, parse_strategy("ddp"), Training(bucket_bytes=0, compute_s=0.2))
+    assert "bucket it" in p.verdict
+    bucketed = plan(SEED, h200, parse_strategy("ddp"), Training(compute_s=0.2))
+    assert bucketed.exposed_s < p.exposed_s  # buckets hide what backward can

@@ -206,7 +206,8 @@ def _header(p: Plan) -> str:
 
 def _render_plan(p: Plan) -> None:
     console = stdout_console()
-    table = Table(title=_header(p), title_justify="left")
+    console.print(_header(p))
+    table = Table()
     for col in ("collective", "group", "calls", "algorithm", "bytes/GPU", "time", "exposed"):
         table.add_column(col, justify="left" if col in ("collective", "algorithm") else "right")
     for c in p.collectives:
@@ -248,7 +249,8 @@ def _render_compare(plans: list[Plan]) -> None:
     if not plans:
         console.print("no strategy applies")
         return
-    table = Table(title=_header(plans[0]).split(";")[0], title_justify="left")
+    console.print(_header(plans[0]).split(";")[0])
+    table = Table()
     cols = ("#", "strategy", "dp x tp x pp", "m", "bytes/GPU", "comm", "exposed", "bubble")
     cols += ("step", "overhead", "memory/GPU", "$/step", "$/day")
     for col in cols:

@@ -77,6 +77,8 @@ def _fix(plan: Plan, top: TimedOp, other: Callable[[str], Plan]) -> str:
         return f"use {alt.layout.flavor} ({_step(alt)} instead of {was}; it fits)"
     if layout.flavor == "zero3" and latency_bound:
         return f"ZeRO-3's gathers over dp={layout.dp} are latency-bound: shrink dp with tp/pp"
+    if op.window is not None and op.calls_per_round == 1 and layout.flavor != "zero3":
+        return f"one unbucketed {op.op} cannot overlap compute: bucket it (--bucket 25MiB)"
     if latency_bound and op.calls_per_round > 1:
         return f"{op.calls} calls of {op.op} are mostly latency: use larger buckets (--bucket)"
     if op.window is None:
