@@ -169,3 +169,17 @@ def test_verdict_asks_for_buckets_when_one_all_reduce_cannot_overlap():
     assert "bucket it" in p.verdict
     bucketed = plan(SEED, h200, parse_strategy("ddp"), Training(compute_s=0.2))
     assert bucketed.exposed_s < p.exposed_s  # buckets hide what backward can
+
+
+def test_a_suggested_zero_stage_is_priced_faster_and_fits():
+    model, c, t = PRESETS["7b"], cluster(nodes=8), Training(compute_s=0.2)
+    z3 = plan(model, c, parse_strategy("zero3"), t)
+    assert "use zero" in z3.verdict
+    flavor = z3.verdict.split("use ")[1].split(" ")[0]
+    alt = plan(model, c, parse_strategy(flavor), t)
+    assert alt.fits_memory and alt.step_time_s < 0.95 * z3.step_time_s
+    assert "instead of" in z3.verdict
+    # 70B on 16,384 GPUs: only ZeRO-3's states fit in 80 GB, so nothing to switch to
+    huge = Cluster(2048, 8, FAST, SLOW)
+    z3 = plan(PRESETS["70b"], huge, parse_strategy("zero3"), Training(compute_s=1.0))
+    assert "use zero" not in z3.verdict and "shrink dp with tp/pp" in z3.verdict

@@ -75,8 +75,9 @@ def _fix(plan: Plan, top: TimedOp, other: Callable[[str], Plan]) -> str:
     if alt is not None:
         was = format_time(_key(plan), exact=False)
         return f"use {alt.layout.flavor} ({_step(alt)} instead of {was}; it fits)"
-    if layout.flavor == "zero3" and latency_bound:
-        return f"ZeRO-3's gathers over dp={layout.dp} are latency-bound: shrink dp with tp/pp"
+    if layout.flavor == "zero3":
+        why = "are latency-bound" if latency_bound else "outrun compute"
+        return f"ZeRO-3's collectives over dp={layout.dp} {why}: shrink dp with tp/pp"
     if op.window is not None and op.calls_per_round == 1 and layout.flavor != "zero3":
         return f"one unbucketed {op.op} cannot overlap compute: bucket it (--bucket 25MiB)"
     if latency_bound and op.calls_per_round > 1:
@@ -84,7 +85,7 @@ def _fix(plan: Plan, top: TimedOp, other: Callable[[str], Plan]) -> str:
     if op.window is None:
         return f"raise the batch per GPU: {op.op} after the optimizer step is not hidden"
     link = plan.cluster.intra if shape.intra else plan.cluster.inter
-    return f"{op.op} over {link.name} outruns compute: raise the batch per GPU"
+    return f"{op.op} over {link.name} outruns compute: raise the batch per GPU or add tp/pp"
 
 
 def verdict(plan: Plan, other_flavor: Callable[[str], Plan]) -> str:
