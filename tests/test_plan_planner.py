@@ -183,3 +183,16 @@ def test_a_suggested_zero_stage_is_priced_faster_and_fits():
     huge = Cluster(2048, 8, FAST, SLOW)
     z3 = plan(PRESETS["70b"], huge, parse_strategy("zero3"), Training(compute_s=1.0))
     assert "use zero" not in z3.verdict and "shrink dp with tp/pp" in z3.verdict
+
+
+def test_zero3_across_nodes_uses_hierarchical_gathers(monkeypatch):
+    monkeypatch.delenv("RINGTREE_ALGO")
+    model = PRESETS["7b"]
+    p = plan(model, cluster(nodes=8), parse_strategy("zero3"), Training())
+    assert all(c.call.algorithm == "hierarchical" for c in p.collectives)
+    layer = 2 * model.params // 32  # one layer's fp16 parameters, S
+    g, m = 8, 8  # 8 nodes of 8
+    one = (g - 1) * FAST.alpha_s + (g - 1) / g * layer / FAST.bandwidth_Bps
+    one += (m - 1) * SLOW.alpha_s + (m - 1) / m * layer / g / SLOW.bandwidth_Bps
+    for c in p.collectives:
+        assert c.time_s == pytest.approx(32 * one, rel=1e-9)
