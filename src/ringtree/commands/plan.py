@@ -82,8 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one GPU's forward+backward time per step (200ms); same for every strategy",
     )
     t.add_argument("--tflops", type=A.positive_number, help="peak dense TFLOP/s of one GPU")
-    t.add_argument("--mfu", type=A.positive_number, help="fraction of --tflops reached (0.4)")
-    t.add_argument("--micro-batch", type=A.positive_int, default=1, help="sequences (default 1)")
+    t.add_argument("--mfu", type=A.positive_number, help="fraction of --tflops reached, e.g. 0.4")
+    t.add_argument(
+        "--micro-batch", type=A.positive_int, default=1, help="sequences per micro-batch (1)"
+    )
     t.add_argument(
         "--global-batch",
         type=A.positive_int,
