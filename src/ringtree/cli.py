@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ringtree.errors import RingtreeError
 
 # Command modules, in the order ``ringtree --help`` lists them.
-COMMANDS = ["trace", "demo"]
+COMMANDS = ["trace", "demo", "cost", "links", "crossover"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ringtree: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout closed early (`ringtree ... | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -21,11 +21,14 @@ class BuildSpec:
     root: root rank of broadcast/reduce (ignored otherwise).
     n_chunks: pipeline depth for chain/tree algorithms (None: the algorithm's default).
     ranks_per_node: node size for hierarchical algorithms (None: not hierarchical).
+    fold: for power-of-two algorithms (recursive doubling/halving) on other N, fold the extra
+        ranks into partners first (MPICH's way); False refuses such N.
     """
 
     root: int = 0
     n_chunks: int | None = None
     ranks_per_node: int | None = None
+    fold: bool = True
 
 
 Builder = Callable[[int, BuildSpec], Schedule]
@@ -56,6 +59,7 @@ def build(
     root: int = 0,
     n_chunks: int | None = None,
     ranks_per_node: int | None = None,
+    fold: bool = True,
 ) -> Schedule:
     """The Schedule of ``algorithm`` for ``collective`` on ``n_ranks`` ranks.
 
@@ -75,7 +79,7 @@ def build(
         raise RingtreeError(
             f"unknown algorithm {algorithm!r} for {col.value}: expected one of {known}"
         )
-    return builder(n_ranks, BuildSpec(root, n_chunks, ranks_per_node))
+    return builder(n_ranks, BuildSpec(root, n_chunks, ranks_per_node, fold))
 
 
 def _register() -> None:
@@ -95,6 +99,38 @@ def _register() -> None:
         lambda n, spec: ring.ring_reduce(
             n, root=spec.root, n_chunks=spec.n_chunks or DEFAULT_PIPELINE_CHUNKS
         )
+    )
+
+    from ringtree.algorithms import dbtree, hierarchical, recursive, tree
+
+    register(Collective.BROADCAST, "tree")(
+        lambda n, spec: tree.tree_broadcast(n, root=spec.root, n_chunks=spec.n_chunks or 1)
+    )
+    register(Collective.REDUCE, "tree")(
+        lambda n, spec: tree.tree_reduce(n, root=spec.root, n_chunks=spec.n_chunks or 1)
+    )
+    register(Collective.ALL_REDUCE, "tree")(
+        lambda n, spec: tree.tree_all_reduce(n, n_chunks=spec.n_chunks or DEFAULT_PIPELINE_CHUNKS)
+    )
+    register(Collective.ALL_REDUCE, "dbtree")(
+        lambda n, spec: dbtree.dbtree_all_reduce(
+            n, n_chunks=spec.n_chunks or DEFAULT_PIPELINE_CHUNKS
+        )
+    )
+    register(Collective.ALL_GATHER, "recursive")(
+        lambda n, spec: recursive.recursive_all_gather(n, fold=spec.fold)
+    )
+    register(Collective.REDUCE_SCATTER, "recursive")(
+        lambda n, spec: recursive.recursive_reduce_scatter(n, fold=spec.fold)
+    )
+    register(Collective.ALL_REDUCE, "recursive")(
+        lambda n, spec: recursive.recursive_all_reduce(n, fold=spec.fold)
+    )
+    register(Collective.ALL_REDUCE, "rabenseifner")(
+        lambda n, spec: recursive.rabenseifner_all_reduce(n, fold=spec.fold)
+    )
+    register(Collective.ALL_REDUCE, "hierarchical")(
+        lambda n, spec: hierarchical.hierarchical_all_reduce(n, spec.ranks_per_node)
     )
 
 

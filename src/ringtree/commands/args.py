@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 from ringtree.collectives import Collective
+from ringtree.cost.links import parse_link, parse_links
 from ringtree.errors import RingtreeError
-from ringtree.units import parse_size
+from ringtree.units import parse_params, parse_size, parse_time
 
 
 def positive_int(text: str) -> int:
@@ -37,6 +40,64 @@ def size(text: str) -> int:
         return parse_size(text)
     except RingtreeError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _convert(parse: Callable[[str], Any], text: str) -> Any:
+    """``parse(text)``, its RingtreeError turned into argparse's one-line error."""
+    try:
+        return parse(text)
+    except RingtreeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _number(text: str, minimum_exclusive: bool) -> float:
+    """A finite float >= 0 (> 0 when ``minimum_exclusive``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 if minimum_exclusive else value >= 0) or value == float("inf"):
+        bound = "> 0" if minimum_exclusive else ">= 0"
+        raise RingtreeError(f"expected a number {bound}, got {text!r}")
+    return value
+
+
+def duration(text: str) -> float:
+    """A time >= 0 in seconds: 200ms, 1.5s, 5us, 3h."""
+    return _convert(parse_time, text)
+
+
+def positive_duration(text: str) -> float:
+    """A time > 0 in seconds (a compute time per step)."""
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"time {text!r} must be > 0")
+    return seconds
+
+
+def params(text: str) -> int:
+    """A parameter count: 7e9, 7B, 500k, 1.5M."""
+    return _convert(parse_params, text)
+
+
+def non_negative_number(text: str) -> float:
+    """A number >= 0 (a price, a number of hours)."""
+    return _convert(lambda t: _number(t, minimum_exclusive=False), text)
+
+
+def positive_number(text: str) -> float:
+    """A number > 0 (steps per second)."""
+    return _convert(lambda t: _number(t, minimum_exclusive=True), text)
+
+
+def link(text: str) -> Any:
+    """One link: a preset or ``custom:bw=450GB/s,lat=3us``."""
+    return _convert(parse_link, text)
+
+
+def links(text: str) -> Any:
+    """A link preset, ``custom:bw=450GB/s,lat=3us``, or ``INTRA+INTER`` (nvlink4+ib-hdr)."""
+    return _convert(parse_links, text)
 
 
 def collective(text: str) -> Collective:

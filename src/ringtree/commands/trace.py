@@ -6,11 +6,16 @@ import argparse
 
 from ringtree.algorithms import build
 from ringtree.commands import args as A
+from ringtree.cost.links import get_link
+from ringtree.cost.model import step_times_s
 from ringtree.errors import RingtreeError
-from ringtree.output import print_json, stdout_console
+from ringtree.output import print_json, stderr_console, stdout_console
+from ringtree.trace.chrome import schedule_chrome_trace, write_chrome_trace
+from ringtree.trace.html import write_html
 from ringtree.trace.steps import trace_data
+from ringtree.trace.svg import write_svg
 from ringtree.trace.text import render_steps
-from ringtree.units import dtype_bytes
+from ringtree.units import dtype_bytes, format_bandwidth, format_time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
     )
     A.add_workers(p)
-    p.add_argument("--algorithm", default="ring", help="algorithm name (default: ring)")
+    p.add_argument(
+        "--algorithm",
+        default="ring",
+        help="ring, tree, dbtree, recursive, rabenseifner or hierarchical, as the collective "
+        "has them (default: ring)",
+    )
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument("--size", type=A.size, default=1 << 20, help="payload in bytes (default 1MiB)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
@@ -36,23 +46,82 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--chunks",
         type=A.positive_int,
         default=None,
-        help="pipeline chunks for chain/tree algorithms",
+        help="pipeline chunks for chain/tree algorithms (dbtree: per half)",
+    )
+    p.add_argument(
+        "--ranks-per-node",
+        type=A.positive_int,
+        default=None,
+        metavar="G",
+        help="ranks per node, for hierarchical (N must be nodes x G)",
+    )
+    p.add_argument(
+        "--no-fold",
+        dest="fold",
+        action="store_false",
+        help="recursive/rabenseifner: refuse N that is not a power of two instead of folding "
+        "the extra ranks into partners",
+    )
+    p.add_argument(
+        "--link",
+        type=A.link,
+        default=None,
+        help="add each step's modelled time on this link (a preset or custom:bw=..,lat=..); "
+        "also the link of --chrome (default there: loopback)",
     )
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p.add_argument("--svg", metavar="FILE", help="also write a picture of every step (SVG)")
+    p.add_argument("--html", metavar="FILE", help="also write a page that steps through it (HTML)")
+    p.add_argument(
+        "--chrome",
+        metavar="FILE",
+        help="also write its predicted timeline on --link (default loopback) as a Chrome trace "
+        "(JSON; open in ui.perfetto.dev or chrome://tracing)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the schedule, then print it as a table or JSON."""
+    """Build the schedule, print it as a table or JSON, and write the files asked for."""
     itemsize = dtype_bytes(args.dtype)
     if args.size % itemsize:
         raise RingtreeError(f"size {args.size} B is not a whole number of {args.dtype} elements")
     schedule = build(
-        args.collective, args.algorithm, args.ranks, root=args.root, n_chunks=args.chunks
+        args.collective,
+        args.algorithm,
+        args.ranks,
+        root=args.root,
+        n_chunks=args.chunks,
+        ranks_per_node=args.ranks_per_node,
+        fold=args.fold,
     )
-    data = trace_data(schedule, args.size // itemsize, itemsize)
+    count = args.size // itemsize
+    data = trace_data(schedule, count, itemsize)
+    step_times = None
+    if args.link is not None:
+        step_times = step_times_s(schedule, count, itemsize, args.link)
+        data["link"] = args.link.name
+        data["step_times_s"] = step_times
+    messages = stderr_console()
+    if args.svg:  # files first: a bad path or an unreadable picture fails before any output
+        write_svg(args.svg, schedule)
+        messages.print(f"wrote {args.svg}: a picture of {schedule.n_steps} steps", soft_wrap=True)
+    if args.html:
+        write_html(args.html, schedule, count, itemsize)
+        messages.print(
+            f"wrote {args.html}: a page that steps through {schedule.n_steps} steps",
+            soft_wrap=True,
+        )
+    if args.chrome:
+        link = args.link or get_link("loopback")
+        write_chrome_trace(args.chrome, schedule_chrome_trace(schedule, count, itemsize, link))
+        messages.print(
+            f"wrote {args.chrome}: the predicted timeline on {link.name} "
+            f"({format_bandwidth(link.bandwidth_Bps)}, alpha {format_time(link.alpha_s)})",
+            soft_wrap=True,
+        )
     if args.json:
         print_json(data)
     else:
-        render_steps(stdout_console(), data)
+        render_steps(stdout_console(), data, step_times)
     return 0

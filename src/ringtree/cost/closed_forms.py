@@ -123,3 +123,11 @@ def ring_broadcast(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estima
 def ring_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
     """Chain reduce: (N-2+C) alpha + ((N-2)/C + 1) S (beta + gamma)."""
     return _chain(n, count, itemsize, spec, reduces=True)
+
+
+# The other families register their closed forms on import (they use the decorator above).
+from ringtree.cost import (  # noqa: E402, F401
+    closed_forms_hierarchical,
+    closed_forms_recursive,
+    closed_forms_tree,
+)

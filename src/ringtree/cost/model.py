@@ -28,6 +28,8 @@ class Link:
     alpha_s: latency per step (per message on the critical path).
     gamma_s_per_byte: reduction cost per byte (0: ignored).
     nominal_Bps: the vendor/seed figure, used by the textbook model (default: bandwidth_Bps).
+    nominal_both_directions: whether nominal_Bps adds both directions (NVLink, PCIe vendor
+        figures do; network line rates are per direction).
     """
 
     name: str
@@ -35,6 +37,7 @@ class Link:
     alpha_s: float = 0.0
     gamma_s_per_byte: float = 0.0
     nominal_Bps: float | None = None
+    nominal_both_directions: bool = False
     note: str = ""
     source: str = ""
 

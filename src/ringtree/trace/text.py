@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ringtree.units import format_bytes
+from ringtree.units import format_bytes, format_time
 
 
 def render_steps(
@@ -40,8 +40,12 @@ def render_steps(
         )
         row = [f"step {st['step']}", st["phase"], lines, done]
         if step_times is not None:
-            row.append(f"{step_times[k] * 1e6:.1f} us")
+            row.append(format_time(step_times[k], exact=False))
         table.add_row(*row)
     console.print(table)
     sent = ", ".join(format_bytes(b) for b in data["bytes_sent"])
     console.print(f"{len(data['steps'])} steps; bytes sent per rank: {sent}")
+    if step_times is not None:
+        console.print(
+            f"modelled time on {data.get('link', 'the link')}: {format_time(sum(step_times))}"
+        )

@@ -1,0 +1,101 @@
+"""Binomial trees: broadcast, reduce, and the tree all-reduce (reduce up, broadcast down).
+
+Ranks are numbered relative to the root, v = (rank - root) mod N, and L = ceil(log2 N).
+Level k of the tree joins v and v + 2^k for every v that is a multiple of 2^(k+1):
+
+- reduce: at level k = 0, 1, ..., L-1, each v whose lowest set bit is 2^k sends its partial
+  result to v - 2^k, which reduces it (so a parent hears from its children in different steps);
+- broadcast: at level k = L-1, ..., 0, each multiple v of 2^(k+1) sends to v + 2^k.
+
+Pipelined over C chunks, chunk j crosses level k one step after chunk j-1 did. In the all-reduce
+the root starts broadcasting chunk j as soon as it has reduced it, so the two halves overlap.
+
+Costs (S bytes, N ranks, L = ceil(log2 N), C chunks; alpha-beta time for C = 1):
+
+=============  ========  ======================================  ===============================
+schedule       steps     bytes sent                              time (C = 1)
+=============  ========  ======================================  ===============================
+broadcast      L+C-1     root: L*S; others at most their          L (alpha + S beta)
+                         number of children * S
+reduce         L+C-1     every non-root: S                        L (alpha + S (beta + gamma))
+all-reduce     2L+C-1    root: L*S (down); others S up + S per    2L alpha + 2L S beta + L S gamma
+                         child down
+=============  ========  ======================================  ===============================
+
+For large C the root moves L chunks per step in each direction, so the pipelined all-reduce
+tends to (2L + C - 1) alpha + L S (1 + L/C) beta (C >> L): latency O(log N), but a bandwidth term
+L S that grows with N, unlike the ring's 2(N-1)/N S (the seed's "tree vs ring").
+(Thakur, Rabenseifner & Gropp 2005, "Optimization of collective communication operations in
+MPICH", for the binomial broadcast and reduce.)
+"""
+
+from __future__ import annotations
+
+from ringtree.algorithms.pipeline import Stream, pipelined_schedule
+from ringtree.collectives import Collective
+from ringtree.schedule import Action, Schedule
+
+
+def ceil_log2(n: int) -> int:
+    """ceil(log2 n) for n >= 1: the number of levels of a binomial tree on n ranks."""
+    return (n - 1).bit_length()
+
+
+def binomial_reduce_streams(n_ranks: int, *, offset: int = 0) -> list[Stream]:
+    """Reduce streams in relative ranks: v (lowest set bit 2^k) -> v - 2^k at offset + k."""
+    out = []
+    for v in range(1, n_ranks):
+        k = (v & -v).bit_length() - 1
+        out.append(Stream(v, v - (1 << k), offset + k, Action.REDUCE))
+    return out
+
+
+def binomial_broadcast_streams(n_ranks: int, *, offset: int = 0) -> list[Stream]:
+    """Broadcast streams in relative ranks: v -> v + 2^k at offset + (L-1-k), farthest first."""
+    levels = ceil_log2(n_ranks)
+    out = []
+    for k in reversed(range(levels)):
+        for v in range(0, n_ranks - (1 << k), 1 << (k + 1)):
+            out.append(Stream(v, v + (1 << k), offset + levels - 1 - k, Action.COPY))
+    return out
+
+
+def tree_all_reduce_streams(n_ranks: int) -> list[Stream]:
+    """The all-reduce's streams in relative ranks: reduce at offsets 0..L-1, broadcast after."""
+    levels = ceil_log2(n_ranks)
+    return binomial_reduce_streams(n_ranks) + binomial_broadcast_streams(n_ranks, offset=levels)
+
+
+def _absolute(streams: list[Stream], n_ranks: int, root: int) -> list[Stream]:
+    return [
+        Stream((s.src + root) % n_ranks, (s.dst + root) % n_ranks, s.offset, s.action)
+        for s in streams
+    ]
+
+
+def tree_broadcast(n_ranks: int, *, root: int = 0, n_chunks: int = 1) -> Schedule:
+    """Binomial broadcast from ``root``: every rank ends holding the root's buffer.
+
+    ceil(log2 N) steps unpipelined; each rank receives S once; the root sends L*S.
+    """
+    streams = _absolute(binomial_broadcast_streams(n_ranks), n_ranks, root)
+    return pipelined_schedule(Collective.BROADCAST, "tree", n_ranks, streams, n_chunks, root=root)
+
+
+def tree_reduce(n_ranks: int, *, root: int = 0, n_chunks: int = 1) -> Schedule:
+    """Binomial reduce to ``root``: the root ends holding op over every rank's buffer.
+
+    ceil(log2 N) steps unpipelined; every rank but the root sends S once.
+    """
+    streams = _absolute(binomial_reduce_streams(n_ranks), n_ranks, root)
+    return pipelined_schedule(Collective.REDUCE, "tree", n_ranks, streams, n_chunks, root=root)
+
+
+def tree_all_reduce(n_ranks: int, *, n_chunks: int = 1) -> Schedule:
+    """Tree all-reduce: binomial reduce to rank 0, then binomial broadcast, pipelined.
+
+    Every rank ends holding op over all buffers. 2L + C - 1 steps; with C = 1 it is exactly
+    :func:`tree_reduce` followed by :func:`tree_broadcast`.
+    """
+    streams = tree_all_reduce_streams(n_ranks)
+    return pipelined_schedule(Collective.ALL_REDUCE, "tree", n_ranks, streams, n_chunks)

@@ -1,0 +1,267 @@
+"""Automatic choice of algorithm: NCCL's tuner in miniature.
+
+``algorithm="auto"`` prices every algorithm the collective has (closed forms, so any N) and
+picks the lowest predicted time. ``RINGTREE_ALGO`` in the environment overrides it as
+``NCCL_ALGO`` does for NCCL: one name forces that algorithm, a comma-separated list restricts
+the choice to those names (``RINGTREE_ALGO=ring,tree``). The :class:`Choice` keeps every
+competing time, so callers can say why.
+
+Chunk counts. A pipelined algorithm (chain broadcast/reduce, binomial trees, the double binary
+tree) is priced with its best chunk count C among the powers of two up to ``MAX_CHUNKS`` (and
+no more chunks than elements), unless the caller fixes ``n_chunks``. More chunks fill the
+pipeline sooner but pay alpha per extra step, so the best C grows like sqrt(S / alpha); NCCL
+gets the same effect from a fixed chunk size per protocol (C = S / chunk). The chosen C is
+reported with every prediction.
+
+Ties. The model cannot resolve differences of a percent, so among candidates within
+``TIE_TOLERANCE`` of the fastest, auto takes the one registered first (ring before the others):
+on large buffers, where the ring and recursive halving/doubling differ only by a few alphas,
+it keeps the ring.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ringtree.algorithms import BuildSpec, algorithms_for
+from ringtree.collectives import Collective
+from ringtree.cost.closed_forms import has_closed_form
+from ringtree.cost.links import LinkSpec
+from ringtree.cost.predict import DEFAULT_MODEL, predict
+from ringtree.cost.prediction import Prediction
+from ringtree.errors import RingtreeError
+
+AUTO = "auto"
+ENV_VAR = "RINGTREE_ALGO"
+MAX_CHUNKS = 1024
+TIE_TOLERANCE = 0.01
+PIPELINED = frozenset(
+    {
+        (Collective.BROADCAST, "ring"),
+        (Collective.REDUCE, "ring"),
+        (Collective.BROADCAST, "tree"),
+        (Collective.REDUCE, "tree"),
+        (Collective.ALL_REDUCE, "tree"),
+        (Collective.ALL_REDUCE, "dbtree"),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One algorithm's prediction, with the chunk count it was priced at (None: not
+    pipelined)."""
+
+    algorithm: str
+    prediction: Prediction
+    n_chunks: int | None
+
+    @property
+    def time_s(self) -> float:
+        """The predicted time."""
+        return self.prediction.time_s
+
+    def record(self) -> dict[str, Any]:
+        """``{"algorithm", "time_s", "n_chunks"}``."""
+        return {"algorithm": self.algorithm, "time_s": self.time_s, "n_chunks": self.n_chunks}
+
+
+def short_time(seconds: float) -> str:
+    """Three significant figures in s, ms, us or ns: ``4.784e-3 -> '4.78 ms'``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def chunk_options(count: int) -> list[int]:
+    """1, 2, 4, ... up to MAX_CHUNKS, never more chunks than elements (at least 1)."""
+    out, c = [], 1
+    while c <= min(MAX_CHUNKS, max(1, count)):
+        out.append(c)
+        c *= 2
+    return out
+
+
+def tuned(
+    collective: Collective | str,
+    algorithm: str,
+    n_ranks: int,
+    size_bytes: int,
+    links: LinkSpec,
+    model: str = DEFAULT_MODEL,
+    *,
+    itemsize: int = 1,
+    spec: BuildSpec | None = None,
+) -> Candidate:
+    """The prediction of ``algorithm``, at its best chunk count when it is pipelined and
+    ``spec.n_chunks`` is None (ties go to fewer chunks); else exactly :func:`predict`."""
+    col = Collective.parse(collective)
+    spec = spec or BuildSpec()
+    name = algorithm.strip().lower()
+    if (col, name) not in PIPELINED or spec.n_chunks is not None:
+        p = predict(col, name, n_ranks, size_bytes, links, model, itemsize=itemsize, spec=spec)
+        return Candidate(name, p, spec.n_chunks if (col, name) in PIPELINED else None)
+    best: Candidate | None = None
+    for c in chunk_options(size_bytes // max(1, itemsize)):
+        p = predict(col, name, n_ranks, size_bytes, links, model, itemsize=itemsize,
+                    spec=replace(spec, n_chunks=c))  # fmt: skip
+        if best is None or p.time_s < best.time_s:
+            best = Candidate(name, p, c)
+    assert best is not None
+    return best
+
+
+def candidates(
+    collective: Collective | str,
+    n_ranks: int,
+    size_bytes: int,
+    links: LinkSpec,
+    model: str = DEFAULT_MODEL,
+    *,
+    itemsize: int = 1,
+    spec: BuildSpec | None = None,
+    names: list[str] | None = None,
+) -> tuple[list[Candidate], dict[str, str]]:
+    """Every algorithm of ``collective`` (or those in ``names``) priced with :func:`tuned`, in
+    registration order; and the ones that cannot run here with the reason (e.g. hierarchical
+    without ranks per node, a power-of-two algorithm without folding)."""
+    col = Collective.parse(collective)
+    out, skipped = [], {}
+    for name in names or algorithms_for(col):
+        if not has_closed_form(col, name):
+            continue
+        try:
+            out.append(tuned(col, name, n_ranks, size_bytes, links, model,
+                             itemsize=itemsize, spec=spec))  # fmt: skip
+        except RingtreeError as e:
+            skipped[name] = str(e)
+    return out, skipped
+
+
+def fastest(cands: list[Candidate]) -> Candidate:
+    """The first-registered candidate within TIE_TOLERANCE of the lowest time."""
+    low = min(c.time_s for c in cands)
+    return next(c for c in cands if c.time_s <= low * (1 + TIE_TOLERANCE))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What auto picked and why.
+
+    chosen: the algorithm used (forced by the environment when ``forced``).
+    automatic: what auto picks on its own (== chosen unless forced).
+    candidates: every algorithm that could run, registration order; skipped: name -> reason.
+    env: the RINGTREE_ALGO value that constrained the choice ("" when none).
+    """
+
+    chosen: Candidate
+    automatic: Candidate
+    candidates: list[Candidate]
+    skipped: dict[str, str]
+    forced: bool
+    env: str = ""
+
+    @property
+    def algorithm(self) -> str:
+        """The algorithm used."""
+        return self.chosen.algorithm
+
+    def reason(self) -> str:
+        """One line: what was picked, against what."""
+        auto = self.automatic
+        others = ", ".join(
+            f"{c.algorithm} {short_time(c.time_s)}"
+            for c in sorted(self.candidates, key=lambda c: c.time_s)
+            if c is not auto
+        )
+        low = min(c.time_s for c in self.candidates)
+        tie = (
+            f"; within {TIE_TOLERANCE:.0%} of the fastest, ties go to {auto.algorithm}"
+            if auto.time_s > low
+            else ""
+        )
+        line = f"lowest predicted time: {auto.algorithm} {short_time(auto.time_s)}{tie}" + (
+            f" (vs {others})" if others else ""
+        )
+        if not self.forced:
+            return line
+        ch = self.chosen
+        ratio = ch.time_s / auto.time_s if auto.time_s else 1.0
+        return (
+            f"{ENV_VAR}={self.env} forced {ch.algorithm}: "
+            f"{short_time(ch.time_s)}, {ratio:.3g}x the automatic choice "
+            f"{auto.algorithm} ({short_time(auto.time_s)})"
+        )
+
+    def record(self) -> dict[str, Any]:
+        """The choice as plain data (added to a ``ringtree cost --json`` row)."""
+        return {
+            "forced": self.forced,
+            "n_chunks": self.chosen.n_chunks,
+            "auto_algorithm": self.automatic.algorithm,
+            "auto_time_s": self.automatic.time_s,
+            "candidates": [c.record() for c in self.candidates],
+            "skipped": self.skipped,
+            "reason": self.reason(),
+        }
+
+
+def env_algorithms(collective: Collective, env: Mapping[str, str]) -> tuple[str, list[str]]:
+    """The RINGTREE_ALGO value and the names it allows for ``collective`` ([] when unset).
+
+    RingtreeError when it names an unknown algorithm or none that ``collective`` has."""
+    raw = env.get(ENV_VAR, "").strip()
+    if not raw:
+        return "", []
+    names = [x.strip().lower() for x in raw.split(",") if x.strip()]
+    every = sorted({a for c in Collective for a in algorithms_for(c)})
+    unknown = [x for x in names if x not in every]
+    if unknown:
+        raise RingtreeError(
+            f"{ENV_VAR}={raw!r} names unknown algorithm {unknown[0]!r}: expected one or more "
+            f"of {', '.join(every)}, comma-separated"
+        )
+    mine = algorithms_for(collective)
+    allowed = [x for x in names if x in mine]
+    if not allowed:
+        raise RingtreeError(
+            f"{ENV_VAR}={raw!r} allows no algorithm of {collective.value}: it has {', '.join(mine)}"
+        )
+    return raw, allowed
+
+
+def choose(
+    collective: Collective | str,
+    n_ranks: int,
+    size_bytes: int,
+    links: LinkSpec,
+    model: str = DEFAULT_MODEL,
+    *,
+    itemsize: int = 1,
+    spec: BuildSpec | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Choice:
+    """Pick the algorithm with the lowest predicted time; RINGTREE_ALGO (in ``env``, default
+    the process environment) forces or restricts the pick. RingtreeError when nothing can run.
+    """
+    col = Collective.parse(collective)
+    raw, allowed = env_algorithms(col, os.environ if env is None else env)
+    cands, skipped = candidates(col, n_ranks, size_bytes, links, model,
+                                itemsize=itemsize, spec=spec)  # fmt: skip
+    if not cands:
+        raise RingtreeError(
+            f"no algorithm of {col.value} can run here: "
+            + "; ".join(f"{k}: {v}" for k, v in skipped.items())
+        )
+    automatic = fastest(cands)
+    if not allowed:
+        return Choice(automatic, automatic, cands, skipped, forced=False)
+    runnable = [c for c in cands if c.algorithm in allowed]
+    if not runnable:
+        name = allowed[0]
+        raise RingtreeError(f"{ENV_VAR}={raw} cannot run here: {skipped.get(name, name)}")
+    return Choice(fastest(runnable), automatic, cands, skipped, forced=True, env=raw)

@@ -1,0 +1,491 @@
+"""A Schedule as a picture: one panel per step, ranks as boxes holding their chunks.
+
+Each rank is a box with one cell per chunk; a cell's fill is the share of the ranks' inputs
+the chunk holds after the step (a quarter-full cell on 4 ranks: one input; full: complete --
+fully reduced, or the gathered/broadcast data). Each transfer of the step is an arrow from
+``src`` to ``dst`` in the colour of its chunk, labelled ``c<chunk>``: solid when the receiver
+reduces the chunk into its own, dashed when it copies it; the cells a step writes are
+outlined. A first panel shows the state before step 1.
+
+Layouts: ``circle`` (rank 0 at the top, clockwise; ring algorithms and anything that is not
+a tree), ``tree`` (layers from the root along the schedule's edges; tree algorithms) and
+``nodes`` (one small circle per node in a dashed frame, for schedules with
+``ranks_per_node``). ``auto`` picks ``nodes`` for schedules on several nodes, ``tree`` for
+algorithms named ``*tree*`` and for schedules whose edges form a tree, except ``ring`` (a
+chain is drawn on its ring), and ``circle`` otherwise. Arrows bend further, or to the other
+side, to keep off other ranks' boxes and inside the panel.
+
+Plain SVG 1.1 written with ElementTree: no CSS, no markers, no scripts, so any viewer (and
+an HTML page, several panels at once) shows it the same.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections import deque
+from dataclasses import dataclass
+
+from ringtree.collectives import Collective
+from ringtree.errors import RingtreeError
+from ringtree.schedule import Action, Schedule
+from ringtree.simulate import initial_holdings, track
+from ringtree.trace.files import write_text
+
+MAX_RANKS = 32
+MAX_CHUNKS = 64
+LAYOUTS = ("auto", "circle", "tree", "nodes")
+# Paul Tol's "bright" and "muted" qualitative schemes: distinct for colour-blind readers too.
+CHUNK_COLOURS = (
+    "#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#332288", "#117733",
+    "#999933", "#882255", "#44AA99", "#DDCC77",
+)  # fmt: skip
+INK, MUTED, FONT = "#222222", "#666666", "Helvetica, Arial, sans-serif"
+SVG_NS = "http://www.w3.org/2000/svg"
+TITLE_H = 44  # room for a panel's title and caption
+PAD = 16
+
+
+def chunk_colour(chunk: int) -> str:
+    """The colour of chunk ``chunk`` (cycles after 12)."""
+    return CHUNK_COLOURS[chunk % len(CHUNK_COLOURS)]
+
+
+def _el(
+    parent: ET.Element | None, tag: str, text: str | None = None, **attrs: object
+) -> ET.Element:
+    """An element with attributes (``stroke_width`` -> ``stroke-width``, ``class_`` -> class)."""
+    a = {k.rstrip("_").replace("_", "-"): _fmt(v) for k, v in attrs.items() if v is not None}
+    e = ET.Element(tag, a) if parent is None else ET.SubElement(parent, tag, a)
+    if text is not None:
+        e.text = text
+    return e
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.1f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
+
+
+# -- layout --------------------------------------------------------------------------------
+def _neighbours(s: Schedule) -> list[set[int]]:
+    adj: list[set[int]] = [set() for _ in range(s.n_ranks)]
+    for _, t in s.transfers():
+        adj[t.src].add(t.dst)
+        adj[t.dst].add(t.src)
+    return adj
+
+
+def _bfs(adj: list[set[int]], root: int) -> dict[int, int | None]:
+    """Parent of every rank reachable from ``root`` (root -> None), in BFS order."""
+    parent: dict[int, int | None] = {root: None}
+    queue = deque([root])
+    while queue:
+        u = queue.popleft()
+        for v in sorted(adj[u]):
+            if v not in parent:
+                parent[v] = u
+                queue.append(v)
+    return parent
+
+
+def _is_tree(adj: list[set[int]]) -> bool:
+    edges = sum(len(a) for a in adj) // 2
+    return edges == len(adj) - 1 and len(_bfs(adj, 0)) == len(adj)
+
+
+def _tree_root(s: Schedule, adj: list[set[int]]) -> int:
+    """The schedule's root, or else the centre of its graph (least eccentricity)."""
+    if s.root is not None:
+        return s.root
+
+    def eccentricity(r: int) -> int:
+        parent = _bfs(adj, r)
+        depth = {r: 0}
+        for v, p in parent.items():
+            if p is not None:
+                depth[v] = depth[p] + 1
+        return max(depth.values()) if len(parent) == len(adj) else len(adj) + 1
+
+    return min(range(s.n_ranks), key=lambda r: (eccentricity(r), r))
+
+
+def choose_layout(s: Schedule, layout: str = "auto") -> str:
+    """``circle``, ``tree`` or ``nodes`` for ``s`` (see the module docstring for ``auto``)."""
+    if layout not in LAYOUTS:
+        raise RingtreeError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    multi_node = s.ranks_per_node is not None and s.ranks_per_node < s.n_ranks
+    if layout == "nodes" and not multi_node:
+        raise RingtreeError(
+            f"layout 'nodes' needs a schedule on several nodes; {s.algorithm} {s.collective.value}"
+            f" has ranks_per_node={s.ranks_per_node} on {s.n_ranks} ranks"
+        )
+    if layout != "auto":
+        return layout
+    if multi_node:
+        return "nodes"
+    if "tree" in s.algorithm or (s.algorithm != "ring" and _is_tree(_neighbours(s))):
+        return "tree"
+    return "circle"
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """Where the ranks sit in a panel, and the sizes of a rank's box."""
+
+    centres: list[tuple[float, float]]
+    box_w: float
+    box_h: float
+    cell_w: float
+    width: float
+    height: float
+    frames: list[tuple[float, float, float, float, str]]  # x, y, w, h, label of each node
+
+
+def _circle(n: int, radius: float, x0: float = 0.0) -> list[tuple[float, float]]:
+    """``n`` points clockwise on a circle from the top, centred at (x0, 0)."""
+    return [
+        (x0 + radius * math.cos(2 * math.pi * i / n - math.pi / 2),
+         radius * math.sin(2 * math.pi * i / n - math.pi / 2))
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def _tree_positions(
+    s: Schedule, box_w: float, box_h: float
+) -> tuple[list[tuple[float, float]], float]:
+    """Tidy layered layout of the BFS tree from the root: leaves side by side in order,
+    parents centred over their children. Also the room to leave below the last layer (for
+    arcs between ranks of one layer, which also get wider gaps)."""
+    n, adj = s.n_ranks, _neighbours(s)
+    parent = _bfs(adj, _tree_root(s, adj))
+    for r in range(n):  # ranks the first tree does not reach: more roots
+        if r not in parent:
+            parent.update(_bfs(adj, r))
+    depth: dict[int, int] = {}
+    children: dict[int, list[int]] = {r: [] for r in range(n)}
+    for v, p in parent.items():  # BFS order: parents first
+        depth[v] = 0 if p is None else depth[p] + 1
+        if p is not None:
+            children[p].append(v)
+    same_layer = any(depth[u] == depth[v] for u in range(n) for v in adj[u])
+    slot, gap_y = box_w + (70 if same_layer else 26), box_h + 74
+    x: dict[int, float] = {}
+    leaves = 0
+
+    def place(u: int) -> None:
+        nonlocal leaves
+        for v in sorted(children[u]):
+            place(v)
+        if children[u]:
+            x[u] = sum(x[v] for v in children[u]) / len(children[u])
+        else:
+            x[u], leaves = leaves * slot, leaves + 1
+
+    for r in range(n):
+        if parent[r] is None:
+            place(r)
+    return [(x[r], depth[r] * gap_y) for r in range(n)], gap_y * 0.7 if same_layer else 0.0
+
+
+def _geometry(s: Schedule, layout: str) -> _Geometry:
+    cell_w = max(5.0, min(16.0, 120.0 / s.n_chunks))
+    box_w = max(64.0, s.n_chunks * (cell_w + 2) + 14)
+    box_h = 50.0
+    n, bottom, top = s.n_ranks, 0.0, 12.0
+    nodes: list[list[int]] = []
+    if layout == "circle":
+        raw = _circle(n, max(118.0, n * (box_w + 56) / (2 * math.pi)) if n > 1 else 0.0)
+    elif layout == "nodes":  # one small ring per node, the nodes side by side
+        rpn = s.ranks_per_node or n
+        nodes = [list(range(j, min(j + rpn, n))) for j in range(0, n, rpn)]
+        radius = max(80.0, rpn * (box_w + 40) / (2 * math.pi)) if rpn > 1 else 0.0
+        raw = []
+        for j, ranks in enumerate(nodes):
+            raw += _circle(len(ranks), radius, j * (2 * radius + box_w + 90))
+        top += 24  # room for the node's frame and name
+    else:
+        raw, bottom = _tree_positions(s, box_w, box_h)
+    min_x = min(p[0] for p in raw) - box_w / 2 - PAD - 24
+    min_y = min(p[1] for p in raw) - box_h / 2 - top
+    centres = [(px - min_x, py - min_y + TITLE_H) for px, py in raw]
+    width = max(p[0] for p in centres) + box_w / 2 + PAD + 24
+    height = max(p[1] for p in centres) + box_h / 2 + PAD + bottom
+    frames = []
+    for j, ranks in enumerate(nodes):
+        xs, ys = [centres[r][0] for r in ranks], [centres[r][1] for r in ranks]
+        x0, y0 = min(xs) - box_w / 2 - 14, min(ys) - box_h / 2 - 30
+        frames.append((x0, y0, max(xs) + box_w / 2 + 14 - x0, max(ys) + box_h / 2 + 12 - y0,
+                       f"node {j}"))  # fmt: skip
+    return _Geometry(centres, box_w, box_h, cell_w, max(width, 220.0), height, frames)
+
+
+# -- drawing -------------------------------------------------------------------------------
+def _exit_point(
+    centre: tuple[float, float], towards: tuple[float, float], geo: _Geometry, margin: float
+) -> tuple[float, float]:
+    """Where the ray from a box's centre towards ``towards`` leaves the box, plus ``margin``."""
+    dx, dy = towards[0] - centre[0], towards[1] - centre[1]
+    length = math.hypot(dx, dy) or 1.0
+    ux, uy = dx / length, dy / length
+    hw, hh = geo.box_w / 2, geo.box_h / 2
+    t = min(hw / abs(ux) if ux else math.inf, hh / abs(uy) if uy else math.inf)
+    return centre[0] + ux * (t + margin), centre[1] + uy * (t + margin)
+
+
+def _control(geo: _Geometry, src: int, dst: int, bend: float) -> tuple[float, float]:
+    """The control point of the arrow ``src -> dst``: ``bend`` x its length to its left."""
+    (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
+    return (x0 + x2) / 2 + (y2 - y0) * bend, (y0 + y2) / 2 - (x2 - x0) * bend
+
+
+def _crosses_a_box(geo: _Geometry, src: int, dst: int, bend: float) -> bool:
+    """Whether the arrow ``src -> dst`` would pass over another rank's box or off the panel."""
+    (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
+    cx, cy = _control(geo, src, dst, bend)
+    hw, hh = geo.box_w / 2 + 6, geo.box_h / 2 + 6
+    for i in range(1, 24):
+        t = i / 24
+        x = (1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t * t * x2
+        y = (1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t * t * y2
+        if not (8 < x < geo.width - 8 and TITLE_H < y < geo.height - 8):
+            return True
+        for r, (bx, by) in enumerate(geo.centres):
+            if r != src and r != dst and abs(x - bx) < hw and abs(y - by) < hh:
+                return True
+    return False
+
+
+def _bend(geo: _Geometry, src: int, dst: int, base: float) -> float:
+    """The least bend from ``base`` up that keeps the arrow off other boxes (if any does)."""
+    options = [base + extra for extra in (0.0, 0.2, 0.4, 0.65)]
+    options += [-b for b in options]  # the other side, if the left one is blocked
+    return next((b for b in options if not _crosses_a_box(geo, src, dst, b)), base)
+
+
+def _arrow(
+    g: ET.Element, geo: _Geometry, src: int, dst: int, chunk: int, action: Action, bend: float
+) -> None:
+    """A curved arrow ``src -> dst``, bulging to the left of its direction by ``bend``."""
+    (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
+    cx, cy = _control(geo, src, dst, bend)
+    a = _exit_point((x0, y0), (cx, cy), geo, 3)
+    b = _exit_point((x2, y2), (cx, cy), geo, 3)
+    ux, uy = b[0] - cx, b[1] - cy
+    un = math.hypot(ux, uy) or 1.0
+    ux, uy = ux / un, uy / un
+    head, half = 10.0, 5.0
+    end = (b[0] - ux * head * 0.9, b[1] - uy * head * 0.9)
+    colour = chunk_colour(chunk)
+    reduce = action is Action.REDUCE
+    arrow = _el(g, "g", class_=f"transfer {action.value}")
+    _el(arrow, "title", f"rank {src} -> rank {dst}: chunk {chunk}, {action.value}")
+    _el(
+        arrow,
+        "path",
+        d=f"M {_fmt(a[0])} {_fmt(a[1])} Q {_fmt(cx)} {_fmt(cy)} {_fmt(end[0])} {_fmt(end[1])}",
+        fill="none",
+        stroke=colour,
+        stroke_width=2.6 if reduce else 2.2,
+        stroke_dasharray=None if reduce else "6 4",
+        stroke_linecap="round",
+    )
+    _el(
+        arrow,
+        "polygon",
+        points=" ".join(
+            f"{_fmt(px)},{_fmt(py)}"
+            for px, py in (
+                b,
+                (b[0] - ux * head - uy * half, b[1] - uy * head + ux * half),
+                (b[0] - ux * head + uy * half, b[1] - uy * head - ux * half),
+            )
+        ),
+        fill=colour,
+    )
+    mx = 0.25 * a[0] + 0.5 * cx + 0.25 * end[0]
+    my = 0.25 * a[1] + 0.5 * cy + 0.25 * end[1]
+    label = f"c{chunk}"
+    w = 8 + 7 * len(label)
+    _el(arrow, "rect", x=mx - w / 2, y=my - 8.0, width=w, height=16, rx=8, fill="white",
+        stroke=colour, stroke_width=1.4)  # fmt: skip
+    _el(arrow, "text", label, x=mx, y=my + 4.0, text_anchor="middle", font_family=FONT,
+        font_size=11, font_weight="bold", fill=colour)  # fmt: skip
+
+
+def _rank_box(
+    g: ET.Element, geo: _Geometry, rank: int, held: list[int], full: int, written: set[int]
+) -> None:
+    """Rank ``rank``'s box: its name and one cell per chunk, filled by share of inputs."""
+    cx, cy = geo.centres[rank]
+    x0, y0 = cx - geo.box_w / 2, cy - geo.box_h / 2
+    box = _el(g, "g", class_="rank")
+    _el(box, "rect", x=x0, y=y0, width=geo.box_w, height=geo.box_h, rx=7, fill="#F7F7F7",
+        stroke="#555555", stroke_width=1.3)  # fmt: skip
+    _el(box, "text", f"rank {rank}", x=cx, y=y0 + 15.0, text_anchor="middle", font_family=FONT,
+        font_size=12, font_weight="bold", fill=INK)  # fmt: skip
+    n_bits = full.bit_count()
+    cell_h, step = 20.0, geo.cell_w + 2
+    left = cx - (len(held) * step - 2) / 2
+    top = y0 + 22.0
+    for c, mask in enumerate(held):
+        x = left + c * step
+        colour = chunk_colour(c)
+        share = mask.bit_count() / n_bits
+        cell = _el(box, "g", class_="cell")
+        _el(cell, "title", f"rank {rank}, chunk {c}: {mask.bit_count()} of {n_bits} inputs")
+        _el(cell, "rect", x=x, y=top, width=geo.cell_w, height=cell_h, fill="white",
+            stroke=colour, stroke_width=1.0)  # fmt: skip
+        if share:
+            h = cell_h * share
+            _el(cell, "rect", x=x, y=top + cell_h - h, width=geo.cell_w, height=h, fill=colour)
+        if c in written:
+            _el(cell, "rect", x=x - 1.5, y=top - 1.5, width=geo.cell_w + 3, height=cell_h + 3,
+                fill="none", stroke=INK, stroke_width=1.6)  # fmt: skip
+
+
+def _caption(s: Schedule, k: int) -> str:
+    """What panel ``k`` shows, in words (0: the start)."""
+    c = s.collective
+    if k == 0:
+        if c is Collective.BROADCAST:
+            return f"only rank {s.root} holds the data"
+        if c is Collective.ALL_GATHER:
+            return "each rank holds only its own block"
+        return "each rank holds only its own input"
+    if k == s.n_steps:
+        if c is Collective.REDUCE:
+            return f"done: rank {s.root} holds the result"
+        if c is Collective.REDUCE_SCATTER:
+            return "done: each rank r holds block r of the result"
+        return "done: every rank holds the whole result"
+    actions = [t.action for t in s.steps[k - 1].transfers]
+    reduces, copies = actions.count(Action.REDUCE), actions.count(Action.COPY)
+    moved = f"{len(actions)} chunk{'s' if len(actions) > 1 else ''} sent"
+    if not copies:
+        return f"{moved}, each reduced into the receiver's"
+    if not reduces:
+        return f"{moved}, each stored by the receiver"
+    return f"{moved}: {reduces} reduced, {copies} stored"
+
+
+def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
+    """One ``<svg>`` element per panel: the state before step 1, then one per step.
+
+    Each carries ``class="panel start"`` or ``class="panel step"`` and ``data-step``.
+    """
+    if s.n_ranks > MAX_RANKS or s.n_chunks > MAX_CHUNKS:
+        raise RingtreeError(
+            f"a picture of {s.n_ranks} ranks and {s.n_chunks} chunks would be unreadable: "
+            f"pictures take up to {MAX_RANKS} ranks and {MAX_CHUNKS} chunks (use --json)"
+        )
+    kind = choose_layout(s, layout)
+    geo = _geometry(s, kind)
+    full = (1 << s.n_ranks) - 1
+    states = [initial_holdings(s), *track(s)]
+    panels = []
+    for k, held in enumerate(states):
+        step = s.steps[k - 1] if k else None
+        svg = _el(None, "svg", xmlns=SVG_NS, width=geo.width, height=geo.height,
+                  viewBox=f"0 0 {_fmt(geo.width)} {_fmt(geo.height)}",
+                  class_="panel step" if step else "panel start", data_step=k)  # fmt: skip
+        _el(svg, "rect", width=geo.width, height=geo.height, rx=10, fill="white",
+            stroke="#DDDDDD")  # fmt: skip
+        title = (
+            f"step {k} of {s.n_steps}"
+            + (f" · {step.phase}" if step.phase else "")
+            + (" · done" if k == s.n_steps else "")
+            if step
+            else "before step 1"
+        )
+        _el(svg, "text", title, x=14.0, y=22.0, font_family=FONT, font_size=14,
+            font_weight="bold", fill=INK)  # fmt: skip
+        _el(svg, "text", _caption(s, k), x=14.0, y=39.0, font_family=FONT, font_size=12,
+            fill=MUTED)  # fmt: skip
+        written = {r: set() for r in range(s.n_ranks)}
+        if step:
+            seen: dict[tuple[int, int], int] = {}
+            for t in step.transfers:
+                written[t.dst].add(t.chunk)
+        for x, y, w, h, label in geo.frames:
+            _el(svg, "rect", x=x, y=y, width=w, height=h, rx=14, fill="none", stroke="#AAAAAA",
+                stroke_dasharray="5 4", class_="node")  # fmt: skip
+            _el(svg, "text", label, x=x + 10, y=y + 17, font_family=FONT, font_size=12,
+                fill=MUTED)  # fmt: skip
+        for r in range(s.n_ranks):
+            _rank_box(svg, geo, r, held[r], full, written[r])
+        if step:
+            for t in step.transfers:
+                j = seen[(t.src, t.dst)] = seen.get((t.src, t.dst), -1) + 1
+                bend = _bend(geo, t.src, t.dst, 0.16 + 0.12 * j)
+                _arrow(svg, geo, t.src, t.dst, t.chunk, t.action, bend)
+        panels.append(svg)
+    return panels
+
+
+LEGEND_W, LEGEND_H = 760.0, 70.0
+
+
+def legend_svg(s: Schedule) -> ET.Element:
+    """The key to the pictures of ``s``, as an ``<svg>`` of LEGEND_W x LEGEND_H."""
+    g = _el(None, "svg", xmlns=SVG_NS, width=LEGEND_W, height=LEGEND_H, class_="legend",
+            viewBox=f"0 0 {_fmt(LEGEND_W)} {_fmt(LEGEND_H)}")  # fmt: skip
+    text = {"font_family": FONT, "font_size": 12, "fill": INK}
+    _el(g, "path", d="M 0 8 L 34 8", stroke=INK, stroke_width=2.6)
+    _el(g, "text", "reduce: the receiver combines the chunk into its own", x=42.0, y=12.0,
+        **text)  # fmt: skip
+    _el(g, "path", d="M 360 8 L 394 8", stroke=INK, stroke_width=2.2, stroke_dasharray="6 4")
+    _el(g, "text", "copy: the receiver stores the chunk", x=402.0, y=12.0, **text)
+    _el(g, "text", "chunks:", x=0.0, y=36.0, **text)
+    for c in range(min(s.n_chunks, len(CHUNK_COLOURS))):
+        _el(g, "rect", x=52.0 + 40 * c, y=25.0, width=12, height=14, fill=chunk_colour(c))
+        _el(g, "text", f"c{c}", x=68.0 + 40 * c, y=36.0, **text)
+    if s.n_chunks > len(CHUNK_COLOURS):
+        _el(g, "text", "(colours repeat)", x=52.0 + 40 * len(CHUNK_COLOURS), y=36.0, **text)
+    _el(g, "text", "a cell's fill: the share of the ranks' inputs that the chunk holds (full: "
+        "complete); outlined: written in this step", x=0.0, y=60.0, **text)  # fmt: skip
+    return g
+
+
+def schedule_title(s: Schedule) -> str:
+    """``ring all-reduce on 4 ranks, 4 chunks: 6 steps`` (and the root, if any)."""
+    root = "" if s.root is None else f", root {s.root}"
+    chunks = f"{s.n_chunks} chunk{'s' if s.n_chunks > 1 else ''}"
+    ranks = f"{s.n_ranks} rank{'s' if s.n_ranks > 1 else ''}"
+    return f"{s.algorithm} {s.collective.value} on {ranks}, {chunks}{root}: " + (
+        f"{s.n_steps} step{'s' if s.n_steps != 1 else ''}"
+    )
+
+
+def schedule_svg(s: Schedule, *, layout: str = "auto", columns: int | None = None) -> str:
+    """The whole schedule as one SVG document: a title, the panels in a grid of ``columns``
+    (default: up to 4), then the legend."""
+    panels = step_panels(s, layout)
+    cols = columns or min(4, len(panels))
+    if cols < 1:
+        raise RingtreeError(f"columns must be >= 1, got {cols}")
+    pw, ph = float(panels[0].get("width", 0)), float(panels[0].get("height", 0))
+    gap = 12.0
+    rows = math.ceil(len(panels) / cols)
+    width = max(cols * (pw + gap) - gap + 2 * PAD, LEGEND_W + 2 * PAD)
+    top = 44.0
+    legend_y = top + rows * (ph + gap) + 4
+    height = legend_y + LEGEND_H + 6
+    root = _el(None, "svg", xmlns=SVG_NS, width=width, height=height,
+               viewBox=f"0 0 {_fmt(width)} {_fmt(height)}")  # fmt: skip
+    _el(root, "rect", width=width, height=height, fill="#FCFCFC")
+    _el(root, "text", schedule_title(s), x=PAD, y=28.0, font_family=FONT, font_size=18,
+        font_weight="bold", fill=INK)  # fmt: skip
+    for i, panel in enumerate(panels):
+        panel.set("x", _fmt(PAD + (i % cols) * (pw + gap)))
+        panel.set("y", _fmt(top + (i // cols) * (ph + gap)))
+        root.append(panel)
+    legend = legend_svg(s)
+    legend.set("x", _fmt(PAD))
+    legend.set("y", _fmt(legend_y))
+    root.append(legend)
+    return ET.tostring(root, encoding="unicode")
+
+
+def write_svg(path: str, s: Schedule, *, layout: str = "auto") -> None:
+    """Write :func:`schedule_svg` of ``s`` to ``path``."""
+    write_text(path, schedule_svg(s, layout=layout))

@@ -1,0 +1,136 @@
+"""Automatic choice: the pick is the fastest prediction (brute force over algorithms and chunk
+counts), RINGTREE_ALGO forces or restricts it, and the acceptance's sanity bounds hold."""
+
+import pytest
+
+from ringtree.algorithms import BuildSpec, algorithms_for
+from ringtree.collectives import Collective
+from ringtree.cost.links import PRESETS, get_link
+from ringtree.cost.model import INTER, INTRA
+from ringtree.cost.predict import predict
+from ringtree.cost.select import (
+    MAX_CHUNKS,
+    PIPELINED,
+    TIE_TOLERANCE,
+    choose,
+    chunk_options,
+    tuned,
+)
+from ringtree.errors import RingtreeError
+
+NO_ENV: dict[str, str] = {}
+
+
+def brute_force(collective, n, size, link, itemsize=4):
+    """Every algorithm at every chunk count 1..64 and the powers of two: the best time each."""
+    best = {}
+    for alg in algorithms_for(collective):
+        if alg == "hierarchical":
+            continue
+        chunks = [None]
+        if (collective, alg) in PIPELINED:
+            chunks = sorted(set(range(1, 65)) | {2**k for k in range(11)})
+            chunks = [c for c in chunks if c <= max(1, size // itemsize)]
+        times = [
+            predict(collective, alg, n, size, link, itemsize=itemsize,
+                    spec=BuildSpec(n_chunks=c)).time_s
+            for c in chunks
+        ]  # fmt: skip
+        best[alg] = min(times)
+    return best
+
+
+@pytest.mark.parametrize("link", ["nvlink4", "ib-hdr", "pcie4", "loopback"])
+@pytest.mark.parametrize("n", [2, 5, 8, 64])
+@pytest.mark.parametrize("size", [4096, 1 << 20, 10**9])
+def test_auto_is_the_fastest_up_to_the_tie_rule(link, n, size):
+    c = choose(Collective.ALL_REDUCE, n, size, get_link(link), itemsize=4, env=NO_ENV)
+    best = brute_force(Collective.ALL_REDUCE, n, size, get_link(link))
+    low = min(best.values())
+    assert not c.forced and c.automatic is c.chosen
+    # within the tie tolerance of the true optimum (powers of two vs every chunk count <= 64:
+    # the tuned pipeline may be a little slower than the brute-force best, never much)
+    assert c.chosen.time_s <= low * (1 + TIE_TOLERANCE) * 1.05
+    # and no candidate registered earlier was within the tolerance of the best candidate
+    low_c = min(x.time_s for x in c.candidates)
+    earlier = algorithms_for(Collective.ALL_REDUCE)[
+        : algorithms_for(Collective.ALL_REDUCE).index(c.algorithm)
+    ]
+    for x in c.candidates:
+        if x.algorithm in earlier:
+            assert x.time_s > low_c * (1 + TIE_TOLERANCE)
+
+
+@pytest.mark.parametrize("link", sorted(PRESETS))
+def test_acceptance_bounds_on_every_preset(link):
+    big = choose("all-reduce", 8, 10**9, get_link(link), itemsize=4, env=NO_ENV)
+    assert big.algorithm != "tree"
+    small = choose("all-reduce", 64, 4096, get_link(link), itemsize=4, env=NO_ENV)
+    assert small.algorithm != "ring"
+
+
+def test_ties_go_to_the_ring_but_clear_wins_do_not():
+    nv = get_link("nvlink4")
+    huge = choose("all-reduce", 8, 14 * 10**9, nv, itemsize=2, env=NO_ENV)
+    rab = next(x for x in huge.candidates if x.algorithm == "rabenseifner")
+    assert rab.time_s < huge.chosen.time_s  # 6 steps instead of 14, same bytes ...
+    assert huge.algorithm == "ring"  # ... but under 1 % apart: the ring stays
+    mid = choose("all-reduce", 8, 64 * 10**6, nv, itemsize=4, env=NO_ENV)
+    assert mid.algorithm == "rabenseifner"
+
+
+def test_tuned_chunks_beat_every_power_of_two():
+    link = get_link("ib-hdr")
+    for alg in ("tree", "dbtree"):
+        for size in (4096, 10**6, 10**8):
+            best = tuned("all-reduce", alg, 16, size, link, itemsize=4)
+            for c in chunk_options(size // 4):
+                p = predict(
+                    "all-reduce", alg, 16, size, link, itemsize=4, spec=BuildSpec(n_chunks=c)
+                )
+                assert best.time_s <= p.time_s
+            assert 1 <= best.n_chunks <= MAX_CHUNKS
+    # a fixed chunk count is honoured
+    fixed = tuned("all-reduce", "tree", 16, 10**8, link, itemsize=4, spec=BuildSpec(n_chunks=3))
+    assert fixed.n_chunks == 3
+    assert chunk_options(0) == [1] and chunk_options(5) == [1, 2, 4]
+
+
+def test_environment_forces_the_algorithm():
+    nv = get_link("nvlink4")
+    c = choose("all-reduce", 8, 10**9, nv, itemsize=4, env={"RINGTREE_ALGO": "tree"})
+    assert (c.algorithm, c.forced) == ("tree", True)
+    assert c.automatic.algorithm == "ring"
+    assert c.chosen.time_s > 1.5 * c.automatic.time_s
+    assert "RINGTREE_ALGO=tree forced tree" in c.reason() and "automatic choice ring" in c.reason()
+    rec = c.record()
+    assert rec["forced"] and rec["auto_algorithm"] == "ring" and rec["n_chunks"] >= 1
+    # a list restricts the choice, as NCCL_ALGO=ring,tree does
+    r = choose("all-reduce", 64, 4096, get_link("ib-hdr"), itemsize=4,
+               env={"RINGTREE_ALGO": "ring, tree"})  # fmt: skip
+    assert r.algorithm == "tree" and r.forced
+    # names the collective lacks are ignored if another one applies
+    g = choose("all-gather", 8, 10**6, nv, itemsize=4, env={"RINGTREE_ALGO": "tree,ring"})
+    assert g.algorithm == "ring"
+
+
+@pytest.mark.parametrize(
+    ("collective", "value", "says"),
+    [
+        ("all-reduce", "warp", "unknown algorithm 'warp'"),
+        ("all-gather", "dbtree", "allows no algorithm of all-gather"),
+        ("all-reduce", "hierarchical", "ranks per node"),
+    ],
+)
+def test_bad_environment(collective, value, says):
+    with pytest.raises(RingtreeError, match=says):
+        choose(collective, 8, 10**6, get_link("nvlink4"), itemsize=4, env={"RINGTREE_ALGO": value})
+
+
+def test_hierarchical_wins_on_two_levels():
+    links = {INTRA: get_link("nvlink4"), INTER: get_link("ib-hdr")}
+    c = choose("all-reduce", 32, 10**9, links, itemsize=4, spec=BuildSpec(ranks_per_node=8),
+               env=NO_ENV)  # fmt: skip
+    assert c.algorithm == "hierarchical"
+    flat = choose("all-reduce", 32, 10**9, links, itemsize=4, env=NO_ENV)
+    assert "hierarchical" in flat.skipped and flat.algorithm != "hierarchical"
