@@ -140,8 +140,11 @@ def _parse_op(op: Any) -> ReduceOp:
 
 # -- schedules and programs ----------------------------------------------------------------
 @lru_cache(maxsize=256)
-def _schedule(col: Collective, algorithm: str, n: int, root: int, n_chunks: int | None) -> Any:
-    return build(col, algorithm, n, root=root, n_chunks=n_chunks)
+def schedule(
+    col: Collective, algorithm: str, n: int, root: int, n_chunks: int | None, rpn: int | None
+) -> Any:
+    """The (cached) Schedule a call runs; ``rpn``: ranks per node (hierarchical only)."""
+    return build(col, algorithm, n, root=root, n_chunks=n_chunks, ranks_per_node=rpn)
 
 
 @lru_cache(maxsize=1024)
@@ -151,13 +154,14 @@ def _program(
     n: int,
     root: int,
     n_chunks: int | None,
+    rpn: int | None,
     rank: int,
     count: int,
     itemsize: int,
     in_place: bool,
     slice_bytes: int,
 ) -> Program:
-    s = _schedule(col, algorithm, n, root, n_chunks)
+    s = schedule(col, algorithm, n, root, n_chunks, rpn)
     return compile_program(s, rank, count, itemsize, in_place=in_place, slice_bytes=slice_bytes)
 
 
@@ -207,7 +211,25 @@ def _submit(transport: Transport, fn: Any, async_op: bool) -> Work | None:
 
 
 # -- the one entry point behind the five collectives -------------------------------------
-def _collective(
+def resolve(
+    col: Collective,
+    algorithm: str,
+    n: int,
+    count: int,
+    itemsize: int,
+    root: int = 0,
+    n_chunks: int | None = None,
+) -> tuple[str, int | None]:
+    """``(algorithm, n_chunks)`` a call runs: "auto" resolved by :mod:`ringtree.runtime.auto`
+    (every rank gets the same answer for the same call), names normalised."""
+    name = algorithm.strip().lower()
+    if name == "auto":
+        name, auto_chunks = auto.choose(col, n, count * itemsize, itemsize, root)
+        n_chunks = n_chunks or auto_chunks
+    return name, n_chunks
+
+
+def call(
     col: Collective,
     inbuf: Any,
     outbuf: Any,
@@ -220,8 +242,15 @@ def _collective(
     timeout: Any,
     check: bool | None,
     n_chunks: int | None,
+    ranks_per_node: int | None,
     slice_bytes: int | None,
+    step_done_s: list[float] | None = None,
 ) -> Work | None:
+    """The one entry point behind the five collectives (``outbuf`` None: in place).
+
+    ``step_done_s``, when a list, receives the time (``time.perf_counter``) at which this
+    rank finished each step of the schedule (for traces and ``ringtree demo``).
+    """
     transport = transport_for(group)
     n, rank = transport.size, transport.rank
     timeout_s = _timeout_s(timeout)
@@ -232,10 +261,10 @@ def _collective(
         y = x if outbuf is None else _flat(outbuf, "output", transport, writable=True)
         count = _validate(col, x, y, rop, root, n, rank)
         itemsize = x.element_size() if hasattr(x, "element_size") else x.itemsize
-        if algorithm == "auto":
-            algorithm = auto.choose(col, n, count * itemsize, itemsize, root)
-        sb = int(slice_bytes or DEFAULT_SLICE_BYTES)
-        prog = _program(col, algorithm.strip().lower(), n, root, n_chunks, rank, count, itemsize,
+        algorithm, n_chunks = resolve(col, algorithm, n, count, itemsize, root, n_chunks)
+        sb = int(slice_bytes or os.environ.get("RINGTREE_SLICE_BYTES") or DEFAULT_SLICE_BYTES)
+        prog = _program(col, algorithm, n, root, n_chunks, ranks_per_node, rank,
+                        count, itemsize,
                         y is x or col is Collective.ALL_GATHER, sb)  # fmt: skip
     except RingtreeError:
         if checking:  # let the other ranks fail now rather than time out
@@ -258,7 +287,7 @@ def _collective(
                 n_chunks, sb,
             )  # fmt: skip
             fingerprint.exchange(transport, x, sig, timeout_s)
-        ctx = Context(label=label, timeout_s=timeout_s)
+        ctx = Context(label=label, timeout_s=timeout_s, step_done_s=step_done_s)
         execute(prog, transport, kernels_for(x), rop or ReduceOp.SUM, x, y, n, ctx)
 
     return _submit(transport, run, async_op)
@@ -343,6 +372,7 @@ def all_reduce(
     check: bool | None = None,
     *,
     n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
     slice_bytes: int | None = None,
 ) -> Work | None:
     """All-reduce ``tensor`` in place: afterwards every rank holds op(x_0, ..., x_{N-1}).
@@ -351,10 +381,10 @@ def all_reduce(
     2(N-1) steps, 2(N-1)/N * S bytes sent per rank. ``n_chunks``/``slice_bytes`` tune the
     schedule's pipeline depth and the executor's message size (same on every rank).
     """
-    return _collective(
+    return call(
         Collective.ALL_REDUCE, tensor, None, op=op, root=0, algorithm=algorithm, group=group,
         async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
-        slice_bytes=slice_bytes,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
     )  # fmt: skip
 
 
@@ -369,6 +399,7 @@ def reduce_scatter(
     check: bool | None = None,
     *,
     n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
     slice_bytes: int | None = None,
 ) -> Work | None:
     """Reduce ``input`` (S elements, every rank) and leave block r of the result in rank r's
@@ -377,10 +408,10 @@ def reduce_scatter(
     Example, N=2, SUM: [1, 2] and [10, 20] -> rank 0 [11], rank 1 [22]. Ring: N-1 steps,
     (N-1)/N * S bytes sent per rank -- half of an all-reduce.
     """
-    return _collective(
+    return call(
         Collective.REDUCE_SCATTER, input, output, op=op, root=0, algorithm=algorithm,
         group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
-        slice_bytes=slice_bytes,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
     )  # fmt: skip
 
 
@@ -394,15 +425,16 @@ def all_gather(
     check: bool | None = None,
     *,
     n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
     slice_bytes: int | None = None,
 ) -> Work | None:
     """Concatenate every rank's ``input`` (block r of ``output``) into every ``output``, like
     ``all_gather_into_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps,
     (N-1)/N * S bytes sent per rank."""
-    return _collective(
+    return call(
         Collective.ALL_GATHER, input, output, op=None, root=0, algorithm=algorithm,
         group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
-        slice_bytes=slice_bytes,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
     )  # fmt: skip
 
 
@@ -416,14 +448,15 @@ def broadcast(
     check: bool | None = None,
     *,
     n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
     slice_bytes: int | None = None,
 ) -> Work | None:
     """Copy rank ``src``'s ``tensor`` into every rank's ``tensor`` (``src`` is a rank of
     the group). Chain: N-1 steps pipelined over slices; S bytes sent by every rank but one."""
-    return _collective(
+    return call(
         Collective.BROADCAST, tensor, None, op=None, root=src, algorithm=algorithm,
         group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
-        slice_bytes=slice_bytes,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
     )  # fmt: skip
 
 
@@ -438,12 +471,13 @@ def reduce(
     check: bool | None = None,
     *,
     n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
     slice_bytes: int | None = None,
 ) -> Work | None:
     """Reduce every rank's ``tensor`` into rank ``dst``'s ``tensor``; the other ranks'
     tensors are left unchanged. Chain: S bytes sent by every rank but the root."""
-    return _collective(
+    return call(
         Collective.REDUCE, tensor, None, op=op, root=dst, algorithm=algorithm, group=group,
         async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
-        slice_bytes=slice_bytes,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
     )  # fmt: skip

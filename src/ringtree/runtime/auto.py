@@ -1,56 +1,57 @@
-"""``algorithm="auto"``: the runtime's choice among the registered algorithms, by size and N.
+"""``algorithm="auto"`` in the engine: the shared selector (:mod:`ringtree.cost.select`) on
+the link that local processes actually see.
 
-Each candidate's time is predicted with the alpha-beta model on a loopback link calibrated
-on this project's reference machine (2 cores, gloo over 127.0.0.1): alpha 0.13 ms per step
-and 1.3 GB/s per rank at N=2; with more ranks than cores, each message waits for a core, so
-alpha grows about as (N/cores)^2.7 (5 ms for a 6-step ring of 4 KiB at N=4 on 2 cores) and
-bandwidth as (N/cores)^-0.5 (0.9 GB/s at N=4). Few steps win at small sizes, few bytes at
-large ones; the candidates are whatever the registry holds for the collective.
+The link is the ``loopback`` preset (gloo over 127.0.0.1 on the project's 2-core machine:
+alpha 128 us per step, 1.3 GB/s) adjusted for oversubscription: with more ranks than
+cores, every message waits for a core, so alpha grows about as (N/cores)^2.7 and bandwidth
+shrinks as (N/cores)^-0.5 (measured there: a 6-step ring of 4 KiB takes 5 ms at N=4 on 2
+cores, busbw 0.9 GB/s). So few steps win at small sizes and when oversubscribed, few bytes
+at large sizes. RINGTREE_ALGO forces or restricts the choice, as NCCL_ALGO does for NCCL.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from functools import lru_cache
 
-from ringtree.algorithms import algorithms_for, build
+from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.model import Link, schedule_terms, total_time_s
-
-#: Algorithms that need settings "auto" cannot guess (a node size).
-_NEEDS_SETTINGS = frozenset({"hierarchical"})
+from ringtree.cost.links import get_link
+from ringtree.cost.model import Link
+from ringtree.cost.select import choose as select_choose
 
 
 def loopback_link(n_ranks: int, cores: int | None = None) -> Link:
-    """The calibrated link of N local processes talking over 127.0.0.1 on ``cores`` cores."""
+    """The loopback preset for N local processes on ``cores`` cores (default: this machine)."""
+    base = get_link("loopback")
     cores = cores or os.cpu_count() or 1
     over = max(1.0, n_ranks / cores)
-    return Link(
-        name="loopback",
-        bandwidth_Bps=1.3e9 / over**0.5,
-        alpha_s=130e-6 * over**2.7,
-        note=f"{n_ranks} local processes on {cores} cores (gloo over 127.0.0.1)",
-        source="measured: gloo all_reduce on a 2-core machine, N=2 and N=4",
+    if over == 1.0:
+        return base
+    return replace(
+        base,
+        alpha_s=base.alpha_s * over**2.7,
+        bandwidth_Bps=base.bandwidth_Bps / over**0.5,
+        note=f"{base.note}; {n_ranks} processes on {cores} cores",
     )
 
 
-def predict_s(
-    collective: Collective, algorithm: str, n_ranks: int, nbytes: int, itemsize: int, root: int
-) -> float:
-    """Model time of ``algorithm`` for ``nbytes`` on the loopback link."""
-    s = build(collective, algorithm, n_ranks, root=root)
-    count = max(1, nbytes // itemsize)
-    return total_time_s(schedule_terms(s, count, itemsize), loopback_link(n_ranks))
-
-
 @lru_cache(maxsize=4096)
-def _choose(collective: Collective, n_ranks: int, size_class: int, itemsize: int, root: int) -> str:
-    nbytes = 1 << size_class
-    names = [a for a in algorithms_for(collective) if a not in _NEEDS_SETTINGS]
-    return min(names, key=lambda a: predict_s(collective, a, n_ranks, nbytes, itemsize, root))
+def _choose(
+    collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int, env: str
+) -> tuple[str, int | None]:
+    choice = select_choose(
+        collective, n_ranks, nbytes, loopback_link(n_ranks), itemsize=itemsize,
+        spec=BuildSpec(root=root), env={"RINGTREE_ALGO": env} if env else {},
+    )  # fmt: skip
+    return choice.algorithm, choice.chosen.n_chunks
 
 
-def choose(collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int = 0) -> str:
-    """The algorithm "auto" runs: the fastest registered one under the loopback model, for
-    ``nbytes`` rounded to a power of two (so every rank with the same size agrees)."""
-    return _choose(collective, n_ranks, max(0, int(nbytes).bit_length() - 1), itemsize, root)
+def choose(
+    collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int = 0
+) -> tuple[str, int | None]:
+    """``(algorithm, n_chunks)`` that "auto" runs for ``nbytes`` (n_chunks None: the
+    algorithm's default). Every rank with the same arguments gets the same answer."""
+    env = os.environ.get("RINGTREE_ALGO", "")
+    return _choose(collective, n_ranks, nbytes, itemsize, root, env)

@@ -54,7 +54,7 @@ def execute(
     division included). Raises PeerError when a peer fails; the group is then unusable.
     """
     deadline = time.perf_counter() + ctx.timeout_s
-    scratch = kernels.empty(prog.scratch_elems, inbuf)
+    scratch = _scratch(transport, kernels, inbuf, prog.scratch_elems)
     bufs = (inbuf, outbuf, scratch)
     wait = _waiter(prog, transport, ctx, deadline)
     if transport.grouped:
@@ -68,6 +68,25 @@ def execute(
         base = prog.out_offset if outbuf is not inbuf else 0
         for lo, hi in prog.result:
             kernels.finish(op, outbuf[lo - base : hi - base], n_ranks)
+
+
+#: Receive buffers up to this size are kept by the transport and reused by later calls:
+#: fresh memory costs a page fault per 4 KiB on first touch (measured: +1.5 ms of CPU on a
+#: 4 MiB all-reduce, a third of the call), reused memory is already mapped and in cache.
+SCRATCH_KEEP_BYTES = 256 * 1024 * 1024
+
+
+def _scratch(transport: Transport, kernels: Any, like: Any, n: int) -> Any:
+    """``n`` elements of scratch of ``like``'s dtype and device, reused across calls."""
+    nbytes = n * (like.itemsize if hasattr(like, "itemsize") else like.element_size())
+    if nbytes > SCRATCH_KEEP_BYTES:
+        return kernels.empty(n, like)
+    pool = transport.__dict__.setdefault("_scratch_pool", {})
+    key = (str(like.dtype), str(getattr(like, "device", "cpu")), type(like))
+    buf = pool.get(key)
+    if buf is None or len(buf) < n:
+        buf = pool[key] = kernels.empty(n, like)
+    return buf[:n]
 
 
 def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa: ANN001
@@ -88,6 +107,12 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
             s_done[i] = True
 
     for i in range(n_recvs + 1):
+        # receives first: a peer's data can only flow into a posted receive, and gloo posts
+        # block while the connection's I/O thread is busy with an outgoing message
+        while posted_r < n_recvs and recvs[posted_r].post_after <= i:
+            ro = recvs[posted_r]
+            r_req[posted_r] = transport.recv(view(ro.land), ro.peer)
+            posted_r += 1
         while posted_s < n_sends and sends[posted_s].ready <= i:
             so = sends[posted_s]
             s_req[posted_s] = transport.send(view(so.loc), so.peer)
@@ -95,12 +120,6 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
         if i == n_recvs:
             break
         here = recvs[i].step
-        while posted_r < n_recvs:
-            ro = recvs[posted_r]
-            if ro.post_after > i:
-                break
-            r_req[posted_r] = transport.recv(view(ro.land), ro.peer)
-            posted_r += 1
         ro = recvs[i]
         wait(r_req[i], ro.peer, ro.step, sending=False)
         for si in ro.apply_sends:

@@ -104,7 +104,10 @@ class TorchKernels:
         return self._torch.empty(n, dtype=like.dtype, device=like.device)
 
     def copy(self, dst: Any, src: Any) -> None:
-        dst.copy_(src)
+        if self.via_numpy:
+            np.copyto(dst.numpy(), src.numpy())
+        else:
+            dst.copy_(src)
 
     def reduce(self, op: ReduceOp, a: Any, b: Any, out: Any) -> None:
         """``out = a (op) b``; ``out`` may be ``a`` or ``b``."""

@@ -145,6 +145,7 @@ def run_local(
     op: ReduceOp = ReduceOp.SUM,
     root: int = 0,
     n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
     timeout_s: float = 60.0,
     slice_bytes: int | None = None,
 ) -> list[np.ndarray | None]:
@@ -167,6 +168,7 @@ def run_local(
             "group": t,
             "timeout": timeout_s,
             "n_chunks": n_chunks,
+            "ranks_per_node": ranks_per_node,
             "slice_bytes": slice_bytes,
         }
         if col is Collective.ALL_REDUCE:
