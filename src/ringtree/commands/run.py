@@ -37,9 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="gloo (torch.distributed, default) or mpi (mpi4py under mpirun)",
     )  # fmt: skip
     p.add_argument("--size", type=A.size, default=1 << 20, help="buffer size (default 1MiB)")
-    p.add_argument(
-        "--algorithm", default="auto", help="algorithm name or auto (default: auto)"
-    )
+    p.add_argument("--algorithm", default="auto", help="algorithm name or auto (default: auto)")
     p.add_argument("--op", default="sum", help="reduce op: sum, product, min, max, avg")
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")

@@ -268,7 +268,9 @@ def call(
                         y is x or col is Collective.ALL_GATHER, sb)  # fmt: skip
     except RingtreeError:
         if checking:  # let the other ranks fail now rather than time out
-            bad = fingerprint.CallSignature(col, 0, "", rop, str(algorithm), root, n_chunks, 0, False)
+            bad = fingerprint.CallSignature(
+                col, 0, "", rop, str(algorithm), root, n_chunks, 0, False
+            )
             with contextlib.suppress(fingerprint.MismatchError):
                 fingerprint.exchange(transport, _like(transport), bad, timeout_s)
         raise
@@ -303,10 +305,7 @@ def _like(transport: Transport) -> Any:
 
 
 def _span(a: Any) -> tuple[int, int]:
-    if isinstance(a, np.ndarray):
-        start = a.__array_interface__["data"][0]
-    else:
-        start = a.data_ptr()
+    start = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data_ptr()
     return start, start + int(a.nbytes)
 
 

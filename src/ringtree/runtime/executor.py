@@ -178,7 +178,11 @@ def _waiter(prog: Program, transport: Transport, ctx: Context, deadline: float) 
                 raise TransportTimeout
             transport.wait(req, remaining)
         except TransportTimeout:
-            what = f"rank {peer} did not take its data" if sending else f"nothing came from rank {peer}"
+            what = (
+                f"rank {peer} did not take its data"
+                if sending
+                else f"nothing came from rank {peer}"
+            )
             raise PeerError(
                 f"{where(step)}: {what} within the {ctx.timeout_s:g} s timeout (rank {peer} died, "
                 "hangs, or called a different collective or size)",
@@ -196,4 +200,3 @@ def _waiter(prog: Program, transport: Transport, ctx: Context, deadline: float) 
             ) from None
 
     return wait
-

@@ -46,7 +46,7 @@ def check_dtype(name: str, op: ReduceOp | None) -> None:
     if name not in DTYPES:
         raise RingtreeError(f"dtype {name} is not supported: expected one of {', '.join(DTYPES)}")
     if op is not None and op not in REDUCIBLE[name]:
-        ok = ", ".join(o.value for o in REDUCIBLE[name])
+        ok = ", ".join(o.value for o in ReduceOp if o in REDUCIBLE[name])
         raise RingtreeError(f"dtype {name} cannot be reduced with {op.value}: it accepts {ok}")
 
 

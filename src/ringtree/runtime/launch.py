@@ -10,6 +10,7 @@ the results with each rank's exit status and last error line. Nothing is left ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -162,17 +163,10 @@ def _wait_all(procs: list[subprocess.Popen], timeout_s: float, tmp: Path, n: int
 
 
 def _kill_group(p: subprocess.Popen) -> None:
-    """Kill the process group we started with ``p`` (its children too), then reap ``p``."""
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    else:
-        try:  # children it may have left (mpirun's ranks) share its group
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    """Kill the process group we started with ``p`` (mpirun's ranks and any other child
+    share it; a group id is never reused while a member lives), then reap ``p``."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)
     p.wait()
 
 

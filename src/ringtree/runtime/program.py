@@ -239,4 +239,3 @@ def compile_program(
         out_offset=out_offset,
         out_elems=out_end - out_offset,
     )
-

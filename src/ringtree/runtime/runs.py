@@ -148,7 +148,7 @@ def run_processes(
         "backend": backend, "collective": col.value, "size_bytes": size_bytes, "dtype": dt,
         "itemsize": itemsize, "algorithm": name, "n_chunks": chunks, "op": rop.value,
         "root": root, "iters": iters, "timeout_s": timeout_s, "check": check,
-        "kill_rank": kill_rank, "kill_after_sends": 1, "ranks_per_node": ranks_per_node,
+        "kill_rank": kill_rank, "ranks_per_node": ranks_per_node,
     }  # fmt: skip
     if backend == "mpi":
         _require_mpi4py()

@@ -59,7 +59,7 @@ def main(config: dict[str, Any]) -> int:
     backend = config["backend"]
     rank = _rank(backend)
     try:
-        engine = _Engine(backend, config["timeout_s"])
+        engine = NativeEngine(backend, config["timeout_s"])
         data = _run(engine, config)
         data["rank"] = rank
         write_result(rank, data)
@@ -86,7 +86,7 @@ def _rank(backend: str) -> int:
     return MPI.COMM_WORLD.Get_rank()
 
 
-class _Engine:
+class NativeEngine:
     """The engine's own collectives and barrier, on torch tensors (gloo) or numpy (MPI)."""
 
     def __init__(self, backend: str, timeout_s: float) -> None:
@@ -119,8 +119,11 @@ class _Engine:
             self.comm.Barrier()
 
     def close(self) -> None:
+        """Leave the group cleanly (after a success only: a broken group may hang here)."""
         if self.backend == "gloo":
             self.dist.destroy_process_group()
+        else:
+            self.MPI.Finalize()
 
     def native(self, col: Collective, x: Any, op: ReduceOp, root: int, count: int) -> Any:
         """The engine's own collective on a copy of ``x``: what the rank should hold."""
@@ -174,7 +177,9 @@ class _Engine:
         return res
 
 
-def _inputs(col: Collective, count: int, dtype: str, op: ReduceOp, rank: int, n: int) -> np.ndarray:
+def make_input(
+    col: Collective, count: int, dtype: str, op: ReduceOp, rank: int, n: int
+) -> np.ndarray:
     """Rank ``rank``'s input: small integers (exact sums in any order), 1s and 2s for PRODUCT."""
     b = block_bounds(count, n)
     lo, hi = (b[rank], b[rank + 1]) if col is Collective.ALL_GATHER else (0, count)
@@ -187,7 +192,7 @@ def _inputs(col: Collective, count: int, dtype: str, op: ReduceOp, rank: int, n:
     return vals.astype(dtype)
 
 
-def _copy(x: Any) -> Any:
+def copy_buffer(x: Any) -> Any:
     """A copy made without torch's thread pool: after a parallel region its idle threads
     spin for milliseconds, stealing the cores the next timed collective needs."""
     if isinstance(x, np.ndarray):
@@ -199,7 +204,7 @@ def _copy(x: Any) -> Any:
     return torch.from_numpy(x.numpy().copy())
 
 
-def _run(engine: _Engine, cfg: dict[str, Any]) -> dict[str, Any]:
+def _run(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     col = Collective.parse(cfg["collective"])
     op = ReduceOp.parse(cfg.get("op", "sum"))
     n, rank, root = engine.size, engine.rank, int(cfg.get("root", 0))
@@ -208,9 +213,10 @@ def _run(engine: _Engine, cfg: dict[str, Any]) -> dict[str, Any]:
     if cfg.get("size_bytes_by_rank"):  # a rank asked to call with another size
         count = int(cfg["size_bytes_by_rank"].get(str(rank), cfg["size_bytes"])) // itemsize
     transport = api.transport_for(None)
-    if cfg.get("kill_rank") == rank:
-        transport = DyingTransport(transport, int(cfg.get("kill_after_sends", 1)))
-    raw = _inputs(col, count, cfg["dtype"], op, rank, n)
+    if cfg.get("kill_rank") == rank:  # die at the 2nd send of the collective itself
+        fingerprint_sends = n - 1 if cfg.get("check", True) else 0
+        transport = DyingTransport(transport, fingerprint_sends + 1)
+    raw = make_input(col, count, cfg["dtype"], op, rank, n)
     x = raw if engine.backend == "mpi" or not isinstance(raw, np.ndarray) else engine.array(raw)
     b = block_bounds(count, n)
     kw: dict[str, Any] = {
@@ -220,7 +226,7 @@ def _run(engine: _Engine, cfg: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
     def fresh() -> tuple[Any, Any]:
-        inp = _copy(x)
+        inp = copy_buffer(x)
         size = {Collective.REDUCE_SCATTER: b[rank + 1] - b[rank], Collective.ALL_GATHER: count}
         if col not in size:
             return inp, None
