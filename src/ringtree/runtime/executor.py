@@ -30,7 +30,8 @@ class Context:
     """What an error message needs to say where the call failed.
 
     label: e.g. ``all-reduce (ring)``; timeout_s: the call's limit; step_done_s: if a list,
-    filled with the time (perf_counter) at which this rank applied each step's last message.
+    filled with one time (perf_counter) per step: when this rank had applied the step's last
+    message (a step it receives nothing in counts as done with the step before).
     """
 
     label: str
@@ -126,9 +127,12 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
             finish_send(si)
         _apply(ro, kernels, op, view)
         if marks is not None and (i + 1 == n_recvs or recvs[i + 1].step != here):
-            marks.append(time.perf_counter())
+            now = time.perf_counter()
+            marks.extend([now] * (here + 1 - len(marks)))
     for si in range(n_sends):
         finish_send(si)
+    if marks is not None:
+        marks.extend([time.perf_counter()] * (prog.n_steps - len(marks)))
 
 
 def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa: ANN001
@@ -154,7 +158,10 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
         for ro in rcv:
             _apply(ro, kernels, op, view)
         if ctx.step_done_s is not None:
-            ctx.step_done_s.append(time.perf_counter())
+            now = time.perf_counter()
+            ctx.step_done_s.extend([now] * (k + 1 - len(ctx.step_done_s)))
+    if ctx.step_done_s is not None:
+        ctx.step_done_s.extend([time.perf_counter()] * (prog.n_steps - len(ctx.step_done_s)))
 
 
 def _apply(ro, kernels, op: ReduceOp, view: Callable) -> None:  # noqa: ANN001

@@ -60,6 +60,8 @@ class RunReport:
     n_steps: int
     ranks: list[dict[str, int]] = field(default_factory=list)
     times_s: list[float] = field(default_factory=list)
+    #: per rank, per step: when the rank had applied the step's last message (median over
+    #: the timed calls, seconds from the call's start; ranks idle in a step repeat the last)
     step_done_s: list[list[float]] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
