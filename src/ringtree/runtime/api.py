@@ -1,0 +1,482 @@
+"""ringtree's collectives in torch.distributed's shape, run by the executor.
+
+Every function works in place like torch's, on torch tensors (CPU over gloo or MPI, CUDA
+over NCCL) and numpy arrays, inside any program started by ``torchrun`` (the default process
+group) or ``mpirun`` (COMM_WORLD), or on an explicit ``group``: a torch ProcessGroup, an
+mpi4py communicator, or a ringtree Transport. ``algorithm`` names a registered algorithm or
+"auto". ``async_op=True`` returns a Work handle (``wait()``, ``is_completed()``); calls on
+one group run in the order they were made. ``timeout`` (seconds, default 300 or
+RINGTREE_TIMEOUT) bounds the whole call: a dead or silent peer raises PeerError naming it and
+the step. ``check=True`` (or RINGTREE_CHECK=1) exchanges a fingerprint of the call first and
+raises MismatchError naming the ranks that called differently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ringtree.algorithms import build
+from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.errors import RingtreeError
+from ringtree.runtime import auto, fingerprint
+from ringtree.runtime.executor import Context, execute
+from ringtree.runtime.kernels import check_dtype, dtype_name, kernels_for
+from ringtree.runtime.program import DEFAULT_SLICE_BYTES, Program, compile_program
+from ringtree.runtime.transport import Transport
+
+DEFAULT_TIMEOUT_S = 300.0
+
+_transports: dict[int, tuple[Any, Transport]] = {}
+_lock = threading.Lock()
+
+
+# -- groups ------------------------------------------------------------------------------
+def transport_for(group: Any = None) -> Transport:
+    """The Transport of ``group``: a ringtree Transport as is, a torch ProcessGroup, an
+    mpi4py communicator, or None: torch's default group if torch.distributed is initialized,
+    else MPI's COMM_WORLD when the process runs under an MPI launcher."""
+    if isinstance(group, Transport):
+        return group
+    if group is None:
+        group = _default_group()
+    with _lock:
+        hit = _transports.get(id(group))
+        if hit is not None and hit[0] is group:
+            return hit[1]
+        if _is_mpi_comm(group):
+            from ringtree.runtime.mpi import MpiTransport
+
+            t: Transport = MpiTransport(group)
+        else:
+            from ringtree.runtime.torch_dist import TorchTransport
+
+            t = TorchTransport(group)
+        _transports[id(group)] = (group, t)
+        return t
+
+
+def _default_group() -> Any:
+    import sys
+
+    if "torch" in sys.modules or _torch_launched():
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.group.WORLD
+    if "mpi4py" in sys.modules or _mpi_launched():
+        from mpi4py import MPI
+
+        return MPI.COMM_WORLD
+    raise RingtreeError(
+        "no process group: call torch.distributed.init_process_group (torchrun sets up the "
+        "environment), run under mpirun, or pass group="
+    )
+
+
+def _torch_launched() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or "MASTER_ADDR" in os.environ
+
+
+def _mpi_launched() -> bool:
+    return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
+
+
+def _is_mpi_comm(group: Any) -> bool:
+    return type(group).__module__.startswith("mpi4py")
+
+
+# -- buffers -----------------------------------------------------------------------------
+def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
+    """A 1-D view of ``buf`` of the kind ``transport`` carries (never a copy)."""
+    if isinstance(buf, np.ndarray):
+        if not buf.flags.c_contiguous:
+            raise RingtreeError(f"{what} must be contiguous: got strides {buf.strides}")
+        if writable and not buf.flags.writeable:
+            raise RingtreeError(f"{what} is read-only: pass a writable array")
+        flat = buf.reshape(-1)
+        if transport.kind in ("gloo", "nccl"):
+            import torch
+
+            return torch.from_numpy(flat)
+        return flat
+    if not hasattr(buf, "is_contiguous"):
+        raise RingtreeError(
+            f"{what} must be a torch tensor or a numpy array, got {type(buf).__name__}"
+        )
+    if not buf.is_contiguous():
+        raise RingtreeError(f"{what} must be contiguous: call .contiguous() first")
+    return buf.view(-1)
+
+
+def _timeout_s(timeout: float | timedelta | None) -> float:
+    if timeout is None:
+        return float(os.environ.get("RINGTREE_TIMEOUT", DEFAULT_TIMEOUT_S))
+    t = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if not t > 0:
+        raise RingtreeError(f"timeout must be > 0 seconds, got {timeout!r}")
+    return t
+
+
+def _check_on(check: bool | None) -> bool:
+    if check is None:
+        return os.environ.get("RINGTREE_CHECK", "").lower() in ("1", "true", "yes", "on")
+    return bool(check)
+
+
+def _parse_op(op: Any) -> ReduceOp:
+    if isinstance(op, ReduceOp | str):
+        return ReduceOp.parse(op)
+    name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
+    return ReduceOp.parse(name)
+
+
+# -- schedules and programs ----------------------------------------------------------------
+@lru_cache(maxsize=256)
+def schedule(
+    col: Collective, algorithm: str, n: int, root: int, n_chunks: int | None, rpn: int | None
+) -> Any:
+    """The (cached) Schedule a call runs; ``rpn``: ranks per node (hierarchical only)."""
+    return build(col, algorithm, n, root=root, n_chunks=n_chunks, ranks_per_node=rpn)
+
+
+@lru_cache(maxsize=1024)
+def _program(
+    col: Collective,
+    algorithm: str,
+    n: int,
+    root: int,
+    n_chunks: int | None,
+    rpn: int | None,
+    rank: int,
+    count: int,
+    itemsize: int,
+    in_place: bool,
+    slice_bytes: int,
+) -> Program:
+    s = schedule(col, algorithm, n, root, n_chunks, rpn)
+    return compile_program(s, rank, count, itemsize, in_place=in_place, slice_bytes=slice_bytes)
+
+
+# -- async work ------------------------------------------------------------------------------
+class Work:
+    """The handle of an ``async_op=True`` call: ``wait()`` blocks until done and re-raises
+    the call's error; ``is_completed()`` does not block."""
+
+    def __init__(self, future: Future) -> None:
+        self._future = future
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the collective finished (``timeout`` seconds at most); True when done."""
+        self._future.result(timeout)
+        return True
+
+    def is_completed(self) -> bool:
+        """Whether the collective has finished (successfully or not)."""
+        return self._future.done()
+
+    def exception(self) -> BaseException | None:
+        """The call's error once finished, else None."""
+        return self._future.exception() if self._future.done() else None
+
+
+def _runner(transport: Transport) -> ThreadPoolExecutor:
+    r = getattr(transport, "_ringtree_runner", None)
+    if r is None:
+        r = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ringtree")
+        transport._ringtree_runner = r  # type: ignore[attr-defined]
+        transport._ringtree_pending = []  # type: ignore[attr-defined]
+    return r
+
+
+def _submit(transport: Transport, fn: Any, async_op: bool) -> Work | None:
+    pending: list[Future] = getattr(transport, "_ringtree_pending", [])
+    pending[:] = [f for f in pending if not f.done()]
+    if not async_op and not pending:
+        fn()
+        return None
+    fut = _runner(transport).submit(fn)
+    transport._ringtree_pending.append(fut)  # type: ignore[attr-defined]
+    if async_op:
+        return Work(fut)
+    fut.result()
+    return None
+
+
+# -- the one entry point behind the five collectives -------------------------------------
+def resolve(
+    col: Collective,
+    algorithm: str,
+    n: int,
+    count: int,
+    itemsize: int,
+    root: int = 0,
+    n_chunks: int | None = None,
+) -> tuple[str, int | None]:
+    """``(algorithm, n_chunks)`` a call runs: "auto" resolved by :mod:`ringtree.runtime.auto`
+    (every rank gets the same answer for the same call), names normalised."""
+    name = algorithm.strip().lower()
+    if name == "auto":
+        name, auto_chunks = auto.choose(col, n, count * itemsize, itemsize, root)
+        n_chunks = n_chunks or auto_chunks
+    return name, n_chunks
+
+
+def call(
+    col: Collective,
+    inbuf: Any,
+    outbuf: Any,
+    *,
+    op: Any,
+    root: int,
+    algorithm: str,
+    group: Any,
+    async_op: bool,
+    timeout: Any,
+    check: bool | None,
+    n_chunks: int | None,
+    ranks_per_node: int | None,
+    slice_bytes: int | None,
+    step_done_s: list[float] | None = None,
+) -> Work | None:
+    """The one entry point behind the five collectives (``outbuf`` None: in place).
+
+    ``step_done_s``, when a list, receives the time (``time.perf_counter``) at which this
+    rank finished each step of the schedule (for traces and ``ringtree demo``).
+    """
+    transport = transport_for(group)
+    n, rank = transport.size, transport.rank
+    timeout_s = _timeout_s(timeout)
+    rop = _parse_op(op) if col.reduces else None
+    checking = _check_on(check)
+    try:
+        x = _flat(inbuf, "input", transport, writable=outbuf is None)
+        y = x if outbuf is None else _flat(outbuf, "output", transport, writable=True)
+        count = _validate(col, x, y, rop, root, n, rank)
+        itemsize = x.element_size() if hasattr(x, "element_size") else x.itemsize
+        algorithm, n_chunks = resolve(col, algorithm, n, count, itemsize, root, n_chunks)
+        sb = int(slice_bytes or os.environ.get("RINGTREE_SLICE_BYTES") or DEFAULT_SLICE_BYTES)
+        prog = _program(col, algorithm, n, root, n_chunks, ranks_per_node, rank,
+                        count, itemsize,
+                        y is x or col is Collective.ALL_GATHER, sb)  # fmt: skip
+    except RingtreeError:
+        if checking:  # let the other ranks fail now rather than time out
+            bad = fingerprint.CallSignature(
+                col, 0, "", rop, str(algorithm), root, n_chunks, 0, False
+            )
+            with contextlib.suppress(fingerprint.MismatchError):
+                fingerprint.exchange(transport, _like(transport), bad, timeout_s)
+        raise
+    label = f"{col.value} ({algorithm})"
+    if col is Collective.ALL_GATHER:
+        b = block_bounds(count, n)
+        mine = y[b[rank] : b[rank + 1]]
+        if not _same_memory(mine, x):
+            kernels_for(y).copy(mine, x)
+        x = y
+
+    def run() -> None:
+        if checking:
+            sig = fingerprint.CallSignature(
+                col, count, dtype_name(x), rop, algorithm, root if col.has_root else None,
+                n_chunks, sb,
+            )  # fmt: skip
+            fingerprint.exchange(transport, x, sig, timeout_s)
+        ctx = Context(label=label, timeout_s=timeout_s, step_done_s=step_done_s)
+        execute(prog, transport, kernels_for(x), rop or ReduceOp.SUM, x, y, n, ctx)
+
+    return _submit(transport, run, async_op)
+
+
+def _like(transport: Transport) -> Any:
+    """An empty buffer of the kind ``transport`` carries."""
+    if transport.kind in ("gloo", "nccl"):
+        import torch
+
+        return torch.empty(0, device="cuda" if transport.kind == "nccl" else "cpu")
+    return np.empty(0)
+
+
+def _span(a: Any) -> tuple[int, int]:
+    start = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data_ptr()
+    return start, start + int(a.nbytes)
+
+
+def _same_memory(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return bool(a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+    return bool(a.data_ptr() == b.data_ptr())
+
+
+def _numel(x: Any) -> int:
+    return int(x.numel()) if hasattr(x, "numel") else int(x.size)
+
+
+def _validate(
+    col: Collective, x: Any, y: Any, op: ReduceOp | None, root: int, n: int, rank: int
+) -> int:
+    """Check the call's buffers; return the element count of the full layout."""
+    check_dtype(dtype_name(x), op)
+    if y is not x and dtype_name(y) != dtype_name(x):
+        raise RingtreeError(
+            f"output dtype {dtype_name(y)} differs from input dtype {dtype_name(x)}: "
+            "they must match"
+        )
+    if y is not x and getattr(x, "device", None) != getattr(y, "device", None):
+        raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
+    if y is not x and col is Collective.REDUCE_SCATTER:
+        (a0, a1), (b0, b1) = _span(x), _span(y)
+        if a0 < b1 and b0 < a1:
+            raise RingtreeError("reduce-scatter output overlaps its input: pass separate buffers")
+    if col.has_root and not 0 <= root < n:
+        raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
+    if col is Collective.REDUCE_SCATTER:
+        count = _numel(x)
+        b = block_bounds(count, n)
+        want = b[rank + 1] - b[rank]
+        if _numel(y) != want:
+            raise RingtreeError(
+                f"reduce-scatter output has {_numel(y)} elements; rank {rank}'s block of "
+                f"{count} over {n} ranks has {want} (np.array_split blocks)"
+            )
+        return count
+    if col is Collective.ALL_GATHER:
+        count = _numel(y)
+        b = block_bounds(count, n)
+        want = b[rank + 1] - b[rank]
+        if _numel(x) != want:
+            raise RingtreeError(
+                f"all-gather input has {_numel(x)} elements; rank {rank}'s block of the "
+                f"{count}-element output over {n} ranks has {want} (np.array_split blocks)"
+            )
+        return count
+    return _numel(x)
+
+
+# -- public functions ----------------------------------------------------------------------
+def all_reduce(
+    tensor: Any,
+    op: Any = ReduceOp.SUM,
+    algorithm: str = "auto",
+    group: Any = None,
+    async_op: bool = False,
+    timeout: float | timedelta | None = None,
+    check: bool | None = None,
+    *,
+    n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
+    slice_bytes: int | None = None,
+) -> Work | None:
+    """All-reduce ``tensor`` in place: afterwards every rank holds op(x_0, ..., x_{N-1}).
+
+    Example, N=2, SUM: rank 0 [1, 2], rank 1 [10, 20] -> both [11, 22]. Cost with the ring:
+    2(N-1) steps, 2(N-1)/N * S bytes sent per rank. ``n_chunks``/``slice_bytes`` tune the
+    schedule's pipeline depth and the executor's message size (same on every rank).
+    """
+    return call(
+        Collective.ALL_REDUCE, tensor, None, op=op, root=0, algorithm=algorithm, group=group,
+        async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
+    )  # fmt: skip
+
+
+def reduce_scatter(
+    output: Any,
+    input: Any,  # noqa: A002 - torch.distributed's name
+    op: Any = ReduceOp.SUM,
+    algorithm: str = "auto",
+    group: Any = None,
+    async_op: bool = False,
+    timeout: float | timedelta | None = None,
+    check: bool | None = None,
+    *,
+    n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
+    slice_bytes: int | None = None,
+) -> Work | None:
+    """Reduce ``input`` (S elements, every rank) and leave block r of the result in rank r's
+    ``output`` (blocks as np.array_split; S/N each when N divides S). ``input`` is untouched.
+
+    Example, N=2, SUM: [1, 2] and [10, 20] -> rank 0 [11], rank 1 [22]. Ring: N-1 steps,
+    (N-1)/N * S bytes sent per rank -- half of an all-reduce.
+    """
+    return call(
+        Collective.REDUCE_SCATTER, input, output, op=op, root=0, algorithm=algorithm,
+        group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
+    )  # fmt: skip
+
+
+def all_gather(
+    output: Any,
+    input: Any,  # noqa: A002 - torch.distributed's name
+    algorithm: str = "auto",
+    group: Any = None,
+    async_op: bool = False,
+    timeout: float | timedelta | None = None,
+    check: bool | None = None,
+    *,
+    n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
+    slice_bytes: int | None = None,
+) -> Work | None:
+    """Concatenate every rank's ``input`` (block r of ``output``) into every ``output``, like
+    ``all_gather_into_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps,
+    (N-1)/N * S bytes sent per rank."""
+    return call(
+        Collective.ALL_GATHER, input, output, op=None, root=0, algorithm=algorithm,
+        group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
+    )  # fmt: skip
+
+
+def broadcast(
+    tensor: Any,
+    src: int,
+    algorithm: str = "auto",
+    group: Any = None,
+    async_op: bool = False,
+    timeout: float | timedelta | None = None,
+    check: bool | None = None,
+    *,
+    n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
+    slice_bytes: int | None = None,
+) -> Work | None:
+    """Copy rank ``src``'s ``tensor`` into every rank's ``tensor`` (``src`` is a rank of
+    the group). Chain: N-1 steps pipelined over slices; S bytes sent by every rank but one."""
+    return call(
+        Collective.BROADCAST, tensor, None, op=None, root=src, algorithm=algorithm,
+        group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
+    )  # fmt: skip
+
+
+def reduce(
+    tensor: Any,
+    dst: int,
+    op: Any = ReduceOp.SUM,
+    algorithm: str = "auto",
+    group: Any = None,
+    async_op: bool = False,
+    timeout: float | timedelta | None = None,
+    check: bool | None = None,
+    *,
+    n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
+    slice_bytes: int | None = None,
+) -> Work | None:
+    """Reduce every rank's ``tensor`` into rank ``dst``'s ``tensor``; the other ranks'
+    tensors are left unchanged. Chain: S bytes sent by every rank but the root."""
+    return call(
+        Collective.REDUCE, tensor, None, op=op, root=dst, algorithm=algorithm, group=group,
+        async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
+    )  # fmt: skip
