@@ -14,7 +14,9 @@ import sys
 from ringtree.errors import RingtreeError
 
 # Command modules, in the order ``ringtree --help`` lists them.
-COMMANDS = ["trace", "demo", "run", "cost", "links", "crossover", "plan"]
+COMMANDS = [
+    "trace", "demo", "run", "cost", "links", "crossover", "plan", "bench", "calibrate", "validate",
+]  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):

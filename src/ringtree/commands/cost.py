@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ringtree.algorithms import BuildSpec
 from ringtree.commands import args as A
+from ringtree.cost.host import HostLink
 from ringtree.cost.links import link_name
 from ringtree.cost.model import Link
 from ringtree.cost.money import Price
@@ -57,9 +58,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="fp32", help="element type: fp32 (default), fp16, bf16 ...")
     A.add_workers(p)
     p.add_argument(
+        "--profile",
+        nargs="+",
+        default=[],
+        type=A.link,
+        metavar="FILE.toml",
+        help="one or more profiles from 'ringtree calibrate' (FILE.toml#NAME picks a "
+        "transport), one row each, after the --link rows",
+    )
+    p.add_argument(
         "--link",
         nargs="+",
-        required=True,
+        default=[],
         type=A.links,
         metavar="L",
         help="one or more links, one row each: a preset (see 'ringtree links'), "
@@ -175,6 +185,9 @@ def question(args: argparse.Namespace) -> Question:
 
 def run(args: argparse.Namespace) -> int:
     """Cost the collective on every link; print a table or JSON."""
+    args.link = [*args.link, *args.profile]
+    if not args.link:
+        raise RingtreeError("give --link L (a preset, custom:...) or --profile FILE.toml")
     q = question(args)
     rows = cost_rows(q, args.link)
     if args.json:
@@ -191,6 +204,11 @@ def _bandwidth_cell(link: Any, model: str) -> str:
         used = nominal_link(link)
         both = " (both ways)" if used.nominal_both_directions else ""
         return f"{format_bandwidth(used.nominal)} nominal{both}"
+    if isinstance(link, HostLink) and link.host is not None:
+        h = link.host
+        return (f"{format_bandwidth(h.bandwidth_Bps)} through the CPU, alpha "
+                f"{format_time(h.alpha_s, exact=False)}, "
+                f"{format_time(h.message_s, exact=False)}/message ({h.cores} cores)")  # fmt: skip
     return "\n".join(
         f"{format_bandwidth(x.bandwidth_Bps)}, alpha {format_time(x.alpha_s, exact=False)}"
         for x in levels

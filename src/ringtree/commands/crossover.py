@@ -35,12 +35,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
     )
     A.add_workers(p)
-    p.add_argument(
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
         "--link",
-        required=True,
         type=A.links,
         metavar="L",
         help="a preset (see 'ringtree links'), custom:bw=450GB/s,lat=3us, or INTRA+INTER",
+    )
+    where.add_argument(
+        "--profile",
+        dest="link",
+        type=A.link,
+        metavar="FILE.toml",
+        help="a profile from 'ringtree calibrate' (FILE.toml#NAME picks a transport)",
     )
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument(

@@ -62,6 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--intra", help=f"link inside a node (default {DEFAULT_INTRA}; or custom:...)")
     c.add_argument("--inter", help=f"link between nodes (default {DEFAULT_INTER})")
+    c.add_argument(
+        "--profile",
+        metavar="FILE.toml",
+        help="a profile from 'ringtree calibrate' as both links (--intra/--inter override)",
+    )
     c.add_argument("--price-gpu-hour", type=A.non_negative_number, help="dollars per GPU-hour")
     c.add_argument("--gpu-memory", type=A.size, help="memory of one GPU (default 80GB)")
     t = p.add_argument_group("training step")
@@ -114,7 +119,8 @@ def _cluster(args: argparse.Namespace) -> Cluster:
     values: dict[str, Any] = read_cluster_toml(args.cluster) if args.cluster else {}
     flags = {
         "gpus": args.gpus, "nodes": args.nodes, "gpus_per_node": args.gpus_per_node,
-        "intra": args.intra, "inter": args.inter, "price_gpu_hour": args.price_gpu_hour,
+        "intra": args.intra or args.profile, "inter": args.inter or args.profile,
+        "price_gpu_hour": args.price_gpu_hour,
         "gpu_memory": args.gpu_memory,
     }  # fmt: skip
     values.update({k: v for k, v in flags.items() if v is not None})

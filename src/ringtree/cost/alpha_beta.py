@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.closed_forms import estimate
+from ringtree.cost.closed_forms import Estimate, estimate
+from ringtree.cost.host import HostLink, algorithm_host_terms, prices_on_host
 from ringtree.cost.links import LinkSpec, link_name
-from ringtree.cost.model import FLAT, INTER, Link
+from ringtree.cost.model import FLAT, INTER, Link, Terms
 from ringtree.cost.prediction import Prediction, textbook_bytes
 from ringtree.errors import RingtreeError
 
@@ -35,8 +36,12 @@ def predict_alpha_beta(
     collective: Collective, algorithm: str, n_ranks: int, count: int, itemsize: int,
     links: LinkSpec, spec: BuildSpec,
 ) -> Prediction:  # fmt: skip
-    """Latency, bandwidth and reduction terms summed over the levels of the closed form."""
+    """Latency, bandwidth and reduction terms summed over the levels of the closed form (on
+    a one-machine :class:`~ringtree.cost.host.HostLink`: that model's terms, from the
+    schedule)."""
     e = estimate(collective, algorithm, n_ranks, count, itemsize, spec)
+    if prices_on_host(links, n_ranks, spec):
+        return _predict_host(collective, algorithm, n_ranks, count, itemsize, links, spec, e)
     latency = bandwidth = reduce = 0.0
     for level, terms in e.cost.items():
         link = level_link(links, level)
@@ -57,4 +62,30 @@ def predict_alpha_beta(
         bandwidth_s=bandwidth,
         reduce_s=reduce,
         cost=e.cost,
+    )
+
+
+def _predict_host(
+    collective: Collective, algorithm: str, n_ranks: int, count: int, itemsize: int,
+    link: HostLink, spec: BuildSpec, e: Estimate,
+) -> Prediction:  # fmt: skip
+    """The one-machine model: latency = steps alpha + messages o; ``cost`` holds its terms
+    (wire and reduced bytes as that model counts them)."""
+    host = link.host
+    assert host is not None
+    t = algorithm_host_terms(collective, algorithm, n_ranks, count, itemsize, spec, host.cores)
+    return Prediction(
+        collective=collective,
+        algorithm=algorithm,
+        model="alpha-beta",
+        link=link.name,
+        n_ranks=n_ranks,
+        size_bytes=count * itemsize,
+        bytes_sent_per_worker=e.max_bytes_sent,
+        textbook_bytes=textbook_bytes(collective, n_ranks, count * itemsize),
+        steps=t.steps,
+        latency_s=t.steps * host.alpha_s + t.messages * host.message_s,
+        bandwidth_s=t.wire_bytes / host.bandwidth_Bps,
+        reduce_s=t.reduce_bytes * host.gamma_s_per_byte,
+        cost={FLAT: Terms(t.steps, t.wire_bytes, t.reduce_bytes)},
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ringtree.cost.model import INTER, INTRA, Link
+from ringtree.cost.profile import is_profile_ref, load_profile
 from ringtree.errors import RingtreeError
 from ringtree.units import parse_bandwidth, parse_time
 
@@ -142,19 +143,22 @@ def get_link(name: str) -> Link:
     link = PRESETS.get(name.strip().lower())
     if link is None:
         raise RingtreeError(
-            f"unknown link {name!r}: expected one of {', '.join(PRESETS)} "
-            "or custom:bw=450GB/s,lat=3us"
+            f"unknown link {name!r}: expected one of {', '.join(PRESETS)}, "
+            "custom:bw=450GB/s,lat=3us or a profile FILE.toml from ringtree calibrate"
         )
     return link
 
 
 def parse_link(text: str) -> Link:
-    """A preset name, or ``custom:bw=450GB/s,lat=3us[,reduce=20GB/s][,nominal=900GB/s]``.
+    """A preset name, ``custom:bw=450GB/s,lat=3us[,reduce=20GB/s][,nominal=900GB/s]``, or a
+    profile written by ``ringtree calibrate`` (``FILE.toml`` or ``FILE.toml#NAME``).
 
     ``bw`` is the effective per-direction bandwidth, ``lat`` the per-step latency (default 0),
     ``reduce`` the reduction throughput (gamma = 1/reduce; default: free), ``nominal`` the
     figure the textbook model uses (default: bw).
     """
+    if is_profile_ref(text):
+        return load_profile(text)
     if not text.strip().lower().startswith("custom:"):
         return get_link(text)
     fields: dict[str, str] = {}

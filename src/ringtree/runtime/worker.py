@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -55,13 +56,17 @@ class DyingTransport(Transport):
         self.inner.wait(req, timeout_s)
 
 
-def main(config: dict[str, Any]) -> int:
-    """Run one rank as ``config`` says; returns the exit status."""
+def main(
+    config: dict[str, Any],
+    body: Callable[[NativeEngine, dict[str, Any]], dict[str, Any]] | None = None,
+) -> int:
+    """Run one rank as ``config`` says (``body``: what the rank does once in the group and
+    returns for the launcher; default: ``ringtree run``'s); returns the exit status."""
     backend = config["backend"]
     rank = _rank(backend)
     try:
         engine = NativeEngine(backend, config["timeout_s"])
-        data = _run(engine, config)
+        data = (body or _run)(engine, config)
         data["rank"] = rank
         write_result(rank, data)
         engine.close()

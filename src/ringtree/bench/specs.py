@@ -1,0 +1,196 @@
+"""One small spec per collective, as nccl-tests has: how many elements a size holds, the bus
+bandwidth factor, each rank's input, the result each rank must hold, and the engine's own
+call (torch.distributed over gloo, or MPI). The shared driver (:mod:`ringtree.bench.worker`)
+does everything else.
+
+Inputs are small integers (:func:`ringtree.runtime.worker.make_input`: ``(7i + 3r) mod 11 - 5``,
+1s and 2s for PRODUCT), so every order of summation gives the same floats and a result is
+either exactly right or wrong: ``#wrong`` counts the elements that differ.
+
+Sizes are whole buffers, as nccl-tests prints them: the all-reduce/broadcast/reduce buffer,
+the reduce-scatter *input* and the all-gather *output* (N blocks). Like nccl-tests, the
+reduce-scatter and all-gather element counts are rounded down to a multiple of N, so every
+block is the same size (the engines' own calls need that).
+
+Bus bandwidth (nccl-tests' PERFORMANCE.md): ``busbw = algbw x factor``, the factor making a
+collective's figure comparable with the link's per-direction speed whatever N is --
+all-reduce 2(N-1)/N (each rank sends and receives 2(N-1)/N of the buffer in the ring),
+reduce-scatter and all-gather (N-1)/N, broadcast and reduce 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.runtime.worker import make_input
+
+
+def algbw_Bps(size_bytes: int, time_s: float) -> float:
+    """Algorithm bandwidth: the buffer size over the time of one call (nccl-tests' algbw)."""
+    return size_bytes / time_s if time_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the driver needs to know about one collective.
+
+    bus_factor: busbw / algbw for N ranks. ``rounds_to_n``: the element count is rounded down
+    to a multiple of N (equal blocks). ``native_gloo``/``native_mpi``: the engine's own call,
+    ``f(engine, inbuf, outbuf, op, root)``, leaving the result where ringtree's call leaves it.
+    """
+
+    collective: Collective
+    bus_factor: Callable[[int], float]
+    rounds_to_n: bool
+    native_gloo: Callable[..., None]
+    native_mpi: Callable[..., None]
+
+    def count(self, size_bytes: int, itemsize: int, n_ranks: int) -> int:
+        """Elements in a buffer of ``size_bytes`` (whole elements; a multiple of N when the
+        collective has equal blocks)."""
+        count = size_bytes // itemsize
+        return count - count % n_ranks if self.rounds_to_n else count
+
+    def busbw_Bps(self, size_bytes: int, time_s: float, n_ranks: int) -> float:
+        """nccl-tests' bus bandwidth: algbw x the collective's factor."""
+        return algbw_Bps(size_bytes, time_s) * self.bus_factor(n_ranks)
+
+    def input_values(
+        self, count: int, dtype: str, op: ReduceOp, rank: int, n_ranks: int
+    ) -> np.ndarray:
+        """Rank ``rank``'s input (its block for all-gather) as a numpy array."""
+        return np.asarray(make_input(self.collective, count, dtype, op, rank, n_ranks))
+
+    def expected(
+        self, count: int, dtype: str, op: ReduceOp, root: int, rank: int, n_ranks: int
+    ) -> np.ndarray | None:
+        """What ``rank`` must hold afterwards (its output; None: a reduce's non-root rank,
+        whose buffer is only checked to be unchanged by ringtree)."""
+        col = self.collective
+        if col is Collective.BROADCAST:
+            return self.input_values(count, dtype, op, root, n_ranks)
+        if col is Collective.ALL_GATHER:
+            blocks = [self.input_values(count, dtype, op, r, n_ranks) for r in range(n_ranks)]
+            return np.concatenate(blocks)
+        if col is Collective.REDUCE and rank != root:
+            return None
+        acc = self.input_values(count, dtype, op, 0, n_ranks).copy()
+        for r in range(1, n_ranks):
+            op.apply(acc, self.input_values(count, dtype, op, r, n_ranks))
+        acc = op.finish(acc, n_ranks)
+        if col is Collective.REDUCE_SCATTER:
+            b = block_bounds(count, n_ranks)
+            return acc[b[rank] : b[rank + 1]]
+        return acc
+
+
+# -- the engines' own calls ---------------------------------------------------------------
+def _dist_op(engine: Any, op: ReduceOp) -> Any:
+    name = {ReduceOp.PRODUCT: "PRODUCT"}.get(op.combine, op.combine.name)
+    return getattr(engine.dist.ReduceOp, name)
+
+
+def _gloo_finish(op: ReduceOp, buf: Any, n: int) -> None:
+    """gloo has no AVG: its native call sums, then divides like ringtree does."""
+    if op is ReduceOp.AVG:
+        if buf.dtype.is_floating_point:
+            buf.div_(n)
+        else:
+            buf.div_(n, rounding_mode="floor")
+
+
+def _mpi_op(engine: Any, op: ReduceOp) -> Any:
+    mpi = engine.MPI
+    return {"sum": mpi.SUM, "product": mpi.PROD, "min": mpi.MIN, "max": mpi.MAX}[op.combine.value]
+
+
+def _mpi_finish(op: ReduceOp, buf: np.ndarray, n: int) -> None:
+    if op is ReduceOp.AVG:
+        if np.issubdtype(buf.dtype, np.integer):
+            np.floor_divide(buf, n, out=buf)
+        else:
+            np.true_divide(buf, buf.dtype.type(n), out=buf)
+
+
+def _gloo_all_reduce(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.all_reduce(x, op=_dist_op(e, op))
+    _gloo_finish(op, x, e.size)
+
+
+def _gloo_reduce_scatter(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.reduce_scatter_tensor(out, x, op=_dist_op(e, op))
+    _gloo_finish(op, out, e.size)
+
+
+def _gloo_all_gather(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.all_gather_into_tensor(out, x)
+
+
+def _gloo_broadcast(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.broadcast(x, src=root)
+
+
+def _gloo_reduce(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.reduce(x, dst=root, op=_dist_op(e, op))
+    if e.rank == root:
+        _gloo_finish(op, x, e.size)
+
+
+def _mpi_all_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
+    e.comm.Allreduce(e.MPI.IN_PLACE, x, op=_mpi_op(e, op))
+    _mpi_finish(op, x, e.size)
+
+
+def _mpi_reduce_scatter(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:
+    e.comm.Reduce_scatter_block(x, out, op=_mpi_op(e, op))
+    _mpi_finish(op, out, e.size)
+
+
+def _mpi_all_gather(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:
+    e.comm.Allgather(e.MPI.IN_PLACE if np.shares_memory(x, out) else x, out)
+
+
+def _mpi_broadcast(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
+    e.comm.Bcast(x, root=root)
+
+
+def _mpi_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
+    if e.rank == root:
+        e.comm.Reduce(e.MPI.IN_PLACE, x, op=_mpi_op(e, op), root=root)
+        _mpi_finish(op, x, e.size)
+    else:
+        e.comm.Reduce(x, None, op=_mpi_op(e, op), root=root)
+
+
+def _ring_share(n: int) -> float:
+    return (n - 1) / n
+
+
+SPECS: dict[Collective, Spec] = {
+    spec.collective: spec
+    for spec in (
+        Spec(
+            Collective.ALL_REDUCE,
+            lambda n: 2 * _ring_share(n),
+            False,
+            _gloo_all_reduce,
+            _mpi_all_reduce,
+        ),
+        Spec(
+            Collective.REDUCE_SCATTER, _ring_share, True, _gloo_reduce_scatter, _mpi_reduce_scatter
+        ),
+        Spec(Collective.ALL_GATHER, _ring_share, True, _gloo_all_gather, _mpi_all_gather),
+        Spec(Collective.BROADCAST, lambda n: 1.0, False, _gloo_broadcast, _mpi_broadcast),
+        Spec(Collective.REDUCE, lambda n: 1.0, False, _gloo_reduce, _mpi_reduce),
+    )
+}
+
+
+def spec_for(collective: Collective | str) -> Spec:
+    """The spec of ``collective`` (any spelling ``Collective.parse`` accepts)."""
+    return SPECS[Collective.parse(collective)]

@@ -1,0 +1,214 @@
+"""Options shared by ``bench``, ``calibrate`` and ``validate`` (nccl-tests' letters where
+it has them: -b -e -f -w -d -o -r), and running a sweep with a progress bar on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from ringtree.bench.result import BenchResult
+from ringtree.bench.sweep import (
+    DEFAULT_MAX_ITERS,
+    DEFAULT_MIN_ITERS,
+    BenchFailed,
+    Sweep,
+    sizes,
+    stderr_progress,
+)
+from ringtree.collectives import ReduceOp
+from ringtree.commands import args as A
+from ringtree.cost.model import Link
+from ringtree.output import stderr_console
+from ringtree.runtime.runs import oversubscription_warning
+
+
+def factor(text: str) -> float:
+    """A size factor (> 1 is checked with the sizes, so the message names -f)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 1, got {text!r}") from None
+
+
+def add_sweep_options(
+    p: argparse.ArgumentParser,
+    *,
+    min_size: str,
+    max_size: str,
+    step: float,
+    budget_s: float,
+    native: bool,
+    backends: bool = False,
+    op_letter: bool = True,
+) -> None:
+    """The measuring options, with this command's default sizes and time budget
+    (``backends``: --backend takes several, one link each; ``op_letter``: -o is --op)."""
+    A.add_workers(p)
+    if backends:
+        p.add_argument(
+            "--backend",
+            choices=("gloo", "mpi"),
+            nargs="+",
+            default=["gloo"],
+            help="transports to calibrate, one link each: gloo (default), mpi",
+        )
+    else:
+        p.add_argument(
+            "--backend",
+            choices=("gloo", "mpi"),
+            default="gloo",
+            help="gloo (torch.distributed, default) or mpi (mpi4py under mpirun)",
+        )
+    p.add_argument(
+        "-b",
+        "--minbytes",
+        type=A.size,
+        default=A.size(min_size),
+        metavar="MIN",
+        help=f"smallest buffer (default {min_size}; 4K = 4000 B, 4KiB = 4096 B)",
+    )
+    p.add_argument(
+        "-e",
+        "--maxbytes",
+        type=A.size,
+        default=A.size(max_size),
+        metavar="MAX",
+        help=f"largest buffer (default {max_size})",
+    )
+    p.add_argument(
+        "-f",
+        "--stepfactor",
+        type=factor,
+        default=step,
+        metavar="F",
+        help=f"multiply the size by F each line, F > 1 (default {step:g})",
+    )
+    p.add_argument(
+        "-c",
+        "--collective",
+        type=A.collective,
+        nargs="+",
+        default=None,
+        metavar="C",
+        help="collectives to measure (default all-reduce)",
+    )
+    p.add_argument(
+        "-a",
+        "--algorithms",
+        default=None,
+        metavar="LIST",
+        help="comma-separated: ring,tree,dbtree,recursive,rabenseifner"
+        + (",native (the engine's own call)" if native else "")
+        + " (default: every algorithm that runs on N ranks"
+        + (", then native)" if native else ")"),
+    )
+    p.add_argument(
+        "-w",
+        "--warmup",
+        type=A.non_negative_int,
+        default=2,
+        help="untimed (but checked) calls of each line first (default 2)",
+    )
+    p.add_argument(
+        "--iters",
+        type=A.positive_int,
+        default=None,
+        metavar="K",
+        help="timed calls per line (default: enough to fill --budget per size, "
+        f"{DEFAULT_MIN_ITERS}..{DEFAULT_MAX_ITERS})",
+    )
+    p.add_argument(
+        "--budget",
+        type=A.positive_duration,
+        default=budget_s,
+        metavar="T",
+        help=f"time per size for the timed calls of all algorithms (default {budget_s:g}s)",
+    )
+    p.add_argument(
+        "-d",
+        "--dtype",
+        default="float32",
+        help="element type: float32 (default), float64, float16, int32, int64, int8",
+    )
+    p.add_argument(
+        *(["-o"] if op_letter else []),
+        "--op",
+        default="sum",
+        help="reduce op: sum (default), product, min, max, avg",
+    )
+    p.add_argument(
+        "-r",
+        "--root",
+        type=A.non_negative_int,
+        default=0,
+        help="root of broadcast/reduce (default 0)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=A.positive_duration,
+        default=60.0,
+        help="limit per call (default 60s): a dead or silent rank fails within it",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or notes")
+    # "-b -4K" reaches the size parser (which names the bad value) instead of argparse reading
+    # "-4K" as an unknown option; no option of these commands starts with a digit.
+    p._negative_number_matcher = re.compile(r"^-[0-9.]")
+
+
+def sweep_from(
+    args: argparse.Namespace,
+    *,
+    in_place: bool = False,
+    link: Link | None = None,
+    native: bool = True,
+    backend: str | None = None,
+) -> Sweep:
+    """The Sweep the options describe (RingtreeError on bad sizes)."""
+    algs = None
+    if args.algorithms is not None:
+        algs = tuple(a.strip().lower() for a in args.algorithms.split(",") if a.strip())
+    cols = tuple(args.collective) if args.collective else None
+    kw = {"collectives": cols} if cols else {}
+    return Sweep(
+        n_ranks=args.ranks,
+        sizes=tuple(sizes(args.minbytes, args.maxbytes, args.stepfactor)),
+        algorithms=algs,
+        backend=backend or args.backend,
+        dtype=args.dtype,
+        op=ReduceOp.parse(args.op),
+        root=args.root,
+        warmup=args.warmup,
+        iters=args.iters,
+        budget_s=args.budget,
+        in_place=in_place,
+        timeout_s=args.timeout,
+        link=link,
+        native=native,
+        **kw,
+    )
+
+
+def measure(sweep: Sweep, quiet: bool) -> BenchResult | None:
+    """Run the sweep with a progress bar on stderr (a terminal only); None after printing
+    the ranks' errors when it failed."""
+    from ringtree.bench.sweep import run_sweep
+
+    err = stderr_console()
+    warning = oversubscription_warning(sweep.n_ranks)
+    if warning and not quiet:
+        err.print(f"ringtree: warning: {warning}", highlight=False, soft_wrap=True)
+    update, close = stderr_progress() if not quiet else (None, lambda: None)
+    try:
+        return run_sweep(sweep, update)
+    except BenchFailed as e:
+        err.print(f"ringtree: error: {e}", highlight=False, soft_wrap=True, markup=False)
+        return None
+    finally:
+        close()
+
+
+def note(text: str, quiet: bool) -> None:
+    """A message on stderr (not with --quiet)."""
+    if not quiet:
+        print(text, file=sys.stderr)

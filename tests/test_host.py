@@ -1,0 +1,105 @@
+"""The one-machine model: terms hand-computed for small schedules, against a plain loop for
+every algorithm, and its use by predict (with the plain fallback)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ringtree.algorithms import BuildSpec, algorithms_for, build
+from ringtree.collectives import Collective
+from ringtree.cost.host import HOST_MAX_RANKS, HostLink, HostModel, HostTerms, host_terms
+from ringtree.cost.predict import predict
+from ringtree.cost.select import choose
+from ringtree.schedule import Action
+
+MODEL = HostModel(cores=2, alpha_s=50e-6, message_s=100e-6, bandwidth_Bps=2e9,
+                  gamma_s_per_byte=1 / 5e9)  # fmt: skip
+LINK = HostLink("test", bandwidth_Bps=1e9, alpha_s=1e-4, gamma_s_per_byte=0.0, host=MODEL)
+
+
+def test_ring_all_reduce_on_two_ranks_by_hand():
+    s = build(Collective.ALL_REDUCE, "ring", 2)
+    # each step: both ranks send 16 B and receive 16 B (2 messages, 32 B each); RS reduces
+    assert host_terms(s, 8, 4, cores=2) == HostTerms(2, 4, 64, 16)
+    # one core: the step costs both ranks' work
+    assert host_terms(s, 8, 4, cores=1) == HostTerms(2, 8, 128, 32)
+
+
+def test_tree_all_reduce_on_four_ranks_by_hand():
+    s = build(Collective.ALL_REDUCE, "tree", 4, n_chunks=1)
+    # steps: two leaves -> parents (4 ranks busy), child -> root, root -> child, two copies
+    # down; 16 B each. On 2 cores the two-transfer steps cost 2 messages and 32 B each.
+    assert host_terms(s, 4, 4, cores=2) == HostTerms(4, 6, 96, 32)
+    assert host_terms(s, 4, 4, cores=4) == HostTerms(4, 4, 64, 32)
+
+
+def loop_terms(s, count, itemsize, cores):  # noqa: ANN001, ANN201
+    """The model written as a plain loop (the reference)."""
+    sizes = s.chunk_sizes(count)
+    out = [0.0, 0.0, 0.0]
+    for step in s.steps:
+        m, b, g = [0] * s.n_ranks, [0] * s.n_ranks, [0] * s.n_ranks
+        for t in step.transfers:
+            nb = sizes[t.chunk] * itemsize
+            m[t.src] += 1
+            m[t.dst] += 1
+            b[t.src] += nb
+            b[t.dst] += nb
+            if t.action is Action.REDUCE:
+                g[t.dst] += nb
+        for i, x in enumerate((m, b, g)):
+            out[i] += max(max(x), sum(x) / cores)
+    return HostTerms(s.n_steps, *out)
+
+
+@given(
+    col=st.sampled_from(list(Collective)),
+    n=st.integers(1, 9),
+    count=st.integers(0, 200),
+    cores=st.integers(1, 12),
+    data=st.data(),
+)
+def test_terms_equal_a_plain_loop_for_every_algorithm(col, n, count, cores, data):
+    alg = data.draw(st.sampled_from([a for a in algorithms_for(col) if a != "hierarchical"]))
+    root = data.draw(st.integers(0, n - 1))
+    chunks = data.draw(st.sampled_from([None, 1, 3]))
+    s = build(col, alg, n, root=root, n_chunks=chunks)
+    got, want = host_terms(s, count, 4, cores), loop_terms(s, count, 4, cores)
+    assert got.steps == want.steps
+    for a, b in zip((got.messages, got.wire_bytes, got.reduce_bytes),
+                    (want.messages, want.wire_bytes, want.reduce_bytes), strict=True):  # fmt: skip
+        assert a == pytest.approx(b)
+    if cores >= n:  # enough cores: only the busiest rank counts, more cores change nothing
+        assert host_terms(s, count, 4, cores + 5) == got
+
+
+def test_predict_prices_a_host_link_with_the_one_machine_model():
+    p = predict("all-reduce", "ring", 4, 1 << 20, LINK, itemsize=4)
+    t = host_terms(build(Collective.ALL_REDUCE, "ring", 4), 1 << 18, 4, 2)
+    assert p.time_s == pytest.approx(t.time_s(MODEL))
+    assert p.latency_s == pytest.approx(t.steps * 50e-6 + t.messages * 100e-6)
+    assert p.bandwidth_s == pytest.approx(t.wire_bytes / 2e9)
+
+
+def test_beyond_the_rank_limit_or_on_nodes_a_host_link_is_a_plain_link():
+    plain = replace(LINK, host=None)
+    n = HOST_MAX_RANKS + 1
+    a = predict("all-reduce", "ring", n, 1 << 20, LINK, itemsize=4)
+    b = predict("all-reduce", "ring", n, 1 << 20, plain, itemsize=4)
+    assert a.time_s == b.time_s
+    spec = BuildSpec(ranks_per_node=2)
+    a = predict("all-reduce", "hierarchical", 4, 1 << 20, LINK, itemsize=4, spec=spec)
+    b = predict("all-reduce", "hierarchical", 4, 1 << 20, plain, itemsize=4, spec=spec)
+    assert a.time_s == b.time_s
+
+
+def test_auto_on_a_host_link_prefers_idle_ranks_when_oversubscribed():
+    # 4 processes on 2 cores: recursive doubling keeps all 4 busy in both of its steps,
+    # the tree leaves half of them idle in two of four steps -> tree at small sizes
+    model = replace(MODEL, alpha_s=0.0, message_s=200e-6)
+    link = replace(LINK, host=model)
+    assert choose("all-reduce", 4, 64 << 10, link, itemsize=4).algorithm == "tree"
