@@ -94,7 +94,9 @@ def _algorithms(ringtree: Any, n: int, cfg: dict[str, Any]) -> dict[str, str]:
     from ringtree.runtime import api
 
     return {
-        f"{col}/{size}": api.resolve(Collective.parse(col), cfg["algorithm"], n, size // 4, 4)[0]
+        f"{col}/{size}": api.resolve(
+            Collective.parse(col), cfg["algorithm"], n, size // 4, 4, kind=cfg["backend"]
+        )[0]
         for size in cfg["sizes"]
         for col in COLLECTIVES
     }

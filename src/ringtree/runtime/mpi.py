@@ -21,7 +21,7 @@ from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 TAG = 0x5254
 #: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
 #: in well under a millisecond, and a yield can hand the core away for a whole time slice.
-SPIN_S = 2e-3
+SPIN_S = 5e-5
 
 
 def _bytes_view(buf: Buffer) -> np.ndarray:
