@@ -3,7 +3,8 @@
 :func:`run_processes` starts the ranks (:mod:`ringtree.runtime.launch`), each runs
 :mod:`ringtree.runtime.worker`, and the report puts side by side what was measured (median
 time per call, bytes each rank's transport sent) and what the schedule and the cost model
-say (bytes per rank, predicted time on the loopback link).
+say (bytes per rank, predicted time on the link the ranks see: gloo's loopback TCP or MPI's
+shared memory, slower when there are more ranks than cores).
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def run_processes(
         correct=all(r["correct"] for r in results),
         time_s=statistics.median(per_iter) if per_iter else 0.0,
         predicted_s=pred.time_s,
-        link=link.note or link.name,
+        link=f"{link.name}: {link.note}" if link.note else link.name,
         n_steps=sched.n_steps,
         ranks=[
             {
