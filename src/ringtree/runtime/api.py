@@ -287,8 +287,10 @@ def call(
     ranks_per_node: int | None,
     slice_bytes: int | None,
     step_done_s: list[float] | None = None,
+    after: Any = None,
 ) -> Work | None:
-    """The one entry point behind the five collectives (``outbuf`` None: in place).
+    """The one entry point behind the five collectives (``outbuf`` None: in place);
+    ``after()``, if given, runs once the collective is done (before an async Work completes).
 
     ``step_done_s``, when a list, receives the time (``time.perf_counter``) at which this
     rank finished each step of the schedule (for traces and ``ringtree demo``). A call of a
@@ -344,6 +346,8 @@ def call(
             fingerprint.exchange(transport, x, sig, timeout_s)
         ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s)
         execute(plan.prog, transport, kernels_for(x), plan.rop or ReduceOp.SUM, x, y, n, ctx)
+        if after is not None:
+            after()
 
     return _submit(transport, run, async_op)
 
@@ -386,6 +390,42 @@ def _like(transport: Transport) -> Any:
 def _span(a: Any) -> tuple[int, int]:
     start = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data_ptr()
     return start, start + int(a.nbytes)
+
+
+def _concat(parts: list[Any], n: int, what: str, fill: bool = True) -> Any:
+    """One flat buffer for a list of N per-rank blocks (their contents copied if ``fill``);
+    RingtreeError unless there are N blocks of the np.array_split sizes of their total."""
+    if len(parts) != n:
+        raise RingtreeError(
+            f"{what} is a list of {len(parts)} tensors: expected one per rank ({n})"
+        )
+    sizes = [_numel(p) for p in parts]
+    b = block_bounds(sum(sizes), n)
+    want = [b[r + 1] - b[r] for r in range(n)]
+    if sizes != want:
+        raise RingtreeError(f"{what} blocks have {sizes} elements: expected {want}")
+    if isinstance(parts[0], np.ndarray):
+        if fill:
+            return np.concatenate([np.asarray(p).reshape(-1) for p in parts])
+        return np.empty(sum(sizes), dtype=parts[0].dtype)
+    import torch
+
+    if fill:
+        return torch.cat([p.reshape(-1) for p in parts])
+    return parts[0].new_empty(sum(sizes))
+
+
+def _split_into(flat: Any, parts: list[Any]) -> None:
+    """Copy consecutive slices of ``flat`` into ``parts`` (each keeps its shape)."""
+    start = 0
+    for p in parts:
+        k = _numel(p)
+        src = flat[start : start + k].reshape(p.shape)
+        if isinstance(p, np.ndarray):
+            np.copyto(p, src)
+        else:
+            p.copy_(src)
+        start += k
 
 
 def _same_memory(a: Any, b: Any) -> bool:
@@ -484,8 +524,11 @@ def reduce_scatter(
     ``output`` (blocks as np.array_split; S/N each when N divides S). ``input`` is untouched.
 
     Example, N=2, SUM: [1, 2] and [10, 20] -> rank 0 [11], rank 1 [22]. Ring: N-1 steps,
-    (N-1)/N * S bytes sent per rank -- half of an all-reduce.
+    (N-1)/N * S bytes sent per rank -- half of an all-reduce. ``input`` may also be a list of
+    N tensors, block r being element r (torch's ``reduce_scatter``; costs one copy).
     """
+    if isinstance(input, list | tuple):
+        input = _concat(input, transport_for(group).size, "reduce-scatter input")  # noqa: A001
     return call(
         Collective.REDUCE_SCATTER, input, output, op=op, root=0, algorithm=algorithm,
         group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
@@ -508,11 +551,20 @@ def all_gather(
 ) -> Work | None:
     """Concatenate every rank's ``input`` (block r of ``output``) into every ``output``, like
     ``all_gather_into_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps,
-    (N-1)/N * S bytes sent per rank."""
+    (N-1)/N * S bytes sent per rank. ``output`` may also be a list of N tensors that receive
+    the blocks (torch's ``all_gather``; costs one copy)."""
+    after = None
+    if isinstance(output, list | tuple):
+        parts = list(output)
+        output = _concat(parts, transport_for(group).size, "all-gather output", fill=False)
+
+        def after() -> None:
+            _split_into(output, parts)
+
     return call(
         Collective.ALL_GATHER, input, output, op=None, root=0, algorithm=algorithm,
         group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
-        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes, after=after,
     )  # fmt: skip
 
 
