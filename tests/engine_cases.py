@@ -78,7 +78,9 @@ def run_case(engine: NativeEngine, transport: Any, case: dict[str, Any]) -> str 
         work.wait()
     sent = transport.counters()[0] - before
     itemsize = raw.itemsize if isinstance(raw, np.ndarray) else raw.element_size()
-    name, chunks = api.resolve(col, case["algorithm"], n, count, itemsize, root)
+    name, chunks = api.resolve(
+        col, case["algorithm"], n, count, itemsize, root, kind=transport.kind
+    )
     sched = api.schedule(col, name, n, root, chunks, case["ranks_per_node"])
     label = f"rank {rank} {case}"
     expected = sched.bytes_sent(rank, count, itemsize)

@@ -136,3 +136,13 @@ def test_oversubscription_warning_above_four_ranks_per_core():
     cores = os.cpu_count() or 1
     assert oversubscription_warning(4 * cores) is None
     assert "more than 4 per core" in oversubscription_warning(4 * cores + 1)
+
+
+def test_demo_traces_verifies_and_compares_with_the_model():
+    out = cli("demo")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "ring all-reduce on 4 ranks" in text and "step 6" in text
+    assert "verified against torch.distributed" in text
+    assert "equal to the schedule's" in text
+    assert "measured" in text and "predicted" in text

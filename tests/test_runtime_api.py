@@ -173,3 +173,26 @@ def test_no_process_group_is_a_clear_error():
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert "no process group: call torch.distributed.init_process_group" in out.stdout
+
+
+def test_torch_style_list_forms_of_all_gather_and_reduce_scatter():
+    def body(t: LocalTransport) -> tuple[list[torch.Tensor], torch.Tensor]:
+        blocks = [torch.empty(2, 2) for _ in range(3)]
+        ringtree.all_gather(blocks, torch.full((2, 2), float(t.rank)), group=t)
+        out = torch.empty(4)
+        ringtree.reduce_scatter(out, [torch.ones(4) * (r + 1) for r in range(3)], group=t)
+        return blocks, out
+
+    for r, (blocks, out) in enumerate(run_ranks(3, body)):
+        assert [float(b[0, 0]) for b in blocks] == [0.0, 1.0, 2.0]
+        assert torch.equal(out, torch.full((4,), 3.0 * (r + 1)))
+
+
+def test_list_forms_check_the_number_and_sizes_of_blocks():
+    def body(t: LocalTransport) -> None:
+        with pytest.raises(RingtreeError, match="a list of 1 tensors: expected one per rank"):
+            ringtree.all_gather([torch.empty(2)], torch.ones(2), group=t)
+        with pytest.raises(RingtreeError, match=r"blocks have \[3, 1\] elements: expected"):
+            ringtree.reduce_scatter(torch.empty(2), [torch.ones(3), torch.ones(1)], group=t)
+
+    run_ranks(2, body)

@@ -134,3 +134,38 @@ def test_run_local_leaves_inputs_untouched():
     run_local("reduce-scatter", inputs, algorithm="ring")
     for x, c in zip(inputs, copies, strict=True):
         np.testing.assert_array_equal(x, c)
+
+
+@pytest.mark.parametrize(("col", "alg"), PAIRS)
+def test_grouped_engines_run_step_by_step_with_the_same_results(col, alg):
+    """NCCL-style transports post a step's operations together (no pipelining); the
+    results and byte counts are the same as the pipelined executor's."""
+
+    class Grouped(LocalTransport):
+        grouped = True
+
+    n, count = 4, 333
+    inputs = make_inputs(col, n, count, np.int64, ReduceOp.SUM, 3)
+    rpn = rpn_for(alg, n)
+
+    def body(t: LocalTransport) -> tuple[np.ndarray | None, int]:
+        g = Grouped(t.world, t.rank)
+        x = inputs[t.rank].copy()
+        out = None
+        if col is Collective.REDUCE_SCATTER:
+            b = block_bounds(count, n)
+            out = np.empty(b[t.rank + 1] - b[t.rank], dtype=np.int64)
+        elif col is Collective.ALL_GATHER:
+            out = np.empty(count, dtype=np.int64)
+        api.call(col, x, out, op="sum", root=1, algorithm=alg, group=g, async_op=False,
+                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn,
+                 slice_bytes=64)  # fmt: skip
+        return (x if out is None else out), g.bytes_sent
+
+    got = run_ranks(n, body)
+    want = reference(col, inputs, ReduceOp.SUM, 1)
+    s = api.schedule(col, alg, n, 1, None, rpn)
+    for r, ((g, sent), w) in enumerate(zip(got, want, strict=True)):
+        assert sent == s.bytes_sent(r, count, 8)
+        if w is not None:
+            np.testing.assert_array_equal(g, w)

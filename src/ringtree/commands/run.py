@@ -109,7 +109,7 @@ def print_report(report: RunReport) -> None:
     ratio = report.time_s / report.predicted_s if report.predicted_s else float("nan")
     console.print(
         f"time per call: {short_time(report.time_s)} measured (median of {report.iters}), "
-        f"{short_time(report.predicted_s)} predicted ({report.n_steps} steps on the loopback "
-        f"link: {report.link}); measured/predicted {ratio:.2f}",
+        f"{short_time(report.predicted_s)} predicted ({report.n_steps} steps on the link "
+        f"{report.link}); measured/predicted {ratio:.2f}",
         highlight=False,
     )

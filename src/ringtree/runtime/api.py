@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from typing import Any
@@ -47,10 +49,10 @@ def transport_for(group: Any = None) -> Transport:
         return group
     if group is None:
         group = _default_group()
+    hit = _transports.get(id(group))
+    if hit is not None and hit[0] is group:
+        return hit[1]
     with _lock:
-        hit = _transports.get(id(group))
-        if hit is not None and hit[0] is group:
-            return hit[1]
         if _is_mpi_comm(group):
             from ringtree.runtime.mpi import MpiTransport
 
@@ -64,25 +66,18 @@ def transport_for(group: Any = None) -> Transport:
 
 
 def _default_group() -> Any:
-    import sys
-
-    if "torch" in sys.modules or _torch_launched():
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.group.WORLD
-    if "mpi4py" in sys.modules or _mpi_launched():
-        from mpi4py import MPI
-
-        return MPI.COMM_WORLD
+    dist = sys.modules.get("torch.distributed")  # not imported: cannot be initialized
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.group.WORLD
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None and _mpi_launched():
+        from mpi4py import MPI as mpi
+    if mpi is not None:
+        return mpi.COMM_WORLD
     raise RingtreeError(
         "no process group: call torch.distributed.init_process_group (torchrun sets up the "
         "environment), run under mpirun, or pass group="
     )
-
-
-def _torch_launched() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ or "MASTER_ADDR" in os.environ
 
 
 def _mpi_launched() -> bool:
@@ -116,19 +111,45 @@ def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
     return buf.view(-1)
 
 
-def _timeout_s(timeout: float | timedelta | None) -> float:
+@dataclass(frozen=True)
+class Settings:
+    """Defaults from the environment, read once per group when ringtree first uses it (as
+    NCCL reads NCCL_* at initialisation): RINGTREE_TIMEOUT (seconds, default 300),
+    RINGTREE_CHECK (1/true: exchange fingerprints), RINGTREE_SLICE_BYTES (message size,
+    default 4 MiB), RINGTREE_ALGO (what "auto" may pick, as NCCL_ALGO)."""
+
+    timeout_s: float
+    check: bool
+    slice_bytes: int
+    algo: str
+
+    @classmethod
+    def from_environment(cls) -> Settings:
+        """The settings the environment asks for now."""
+        env = os.environ
+        return cls(
+            timeout_s=float(env.get("RINGTREE_TIMEOUT", DEFAULT_TIMEOUT_S)),
+            check=env.get("RINGTREE_CHECK", "").lower() in ("1", "true", "yes", "on"),
+            slice_bytes=int(env.get("RINGTREE_SLICE_BYTES") or DEFAULT_SLICE_BYTES),
+            algo=env.get("RINGTREE_ALGO", ""),
+        )
+
+
+def settings(transport: Transport) -> Settings:
+    """The group's settings (read from the environment on first use, then kept)."""
+    got = transport.__dict__.get("_ringtree_settings")
+    if got is None:
+        got = transport._ringtree_settings = Settings.from_environment()  # type: ignore[attr-defined]
+    return got
+
+
+def _timeout_s(timeout: float | timedelta | None, default: float) -> float:
     if timeout is None:
-        return float(os.environ.get("RINGTREE_TIMEOUT", DEFAULT_TIMEOUT_S))
+        return default
     t = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
     if not t > 0:
         raise RingtreeError(f"timeout must be > 0 seconds, got {timeout!r}")
     return t
-
-
-def _check_on(check: bool | None) -> bool:
-    if check is None:
-        return os.environ.get("RINGTREE_CHECK", "").lower() in ("1", "true", "yes", "on")
-    return bool(check)
 
 
 def _parse_op(op: Any) -> ReduceOp:
@@ -219,14 +240,35 @@ def resolve(
     itemsize: int,
     root: int = 0,
     n_chunks: int | None = None,
+    algo_env: str | None = None,
+    kind: str = "gloo",
 ) -> tuple[str, int | None]:
     """``(algorithm, n_chunks)`` a call runs: "auto" resolved by :mod:`ringtree.runtime.auto`
-    (every rank gets the same answer for the same call), names normalised."""
+    for a ``kind`` transport (every rank gets the same answer for the same call), names
+    normalised. ``algo_env``: the RINGTREE_ALGO value to honour (None: the environment's)."""
     name = algorithm.strip().lower()
     if name == "auto":
-        name, auto_chunks = auto.choose(col, n, count * itemsize, itemsize, root)
+        name, auto_chunks = auto.choose(col, n, count * itemsize, itemsize, root, algo_env,
+                                        kind)  # fmt: skip
         n_chunks = n_chunks or auto_chunks
     return name, n_chunks
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a call needs beyond its buffers, kept per call shape (validated once)."""
+
+    prog: Program
+    rop: ReduceOp | None
+    algorithm: str
+    n_chunks: int | None
+    count: int
+    slice_bytes: int
+    label: str
+
+
+_plans: dict[tuple, _Plan] = {}
+_MAX_PLANS = 4096
 
 
 def call(
@@ -245,38 +287,51 @@ def call(
     ranks_per_node: int | None,
     slice_bytes: int | None,
     step_done_s: list[float] | None = None,
+    after: Any = None,
 ) -> Work | None:
-    """The one entry point behind the five collectives (``outbuf`` None: in place).
+    """The one entry point behind the five collectives (``outbuf`` None: in place);
+    ``after()``, if given, runs once the collective is done (before an async Work completes).
 
     ``step_done_s``, when a list, receives the time (``time.perf_counter``) at which this
-    rank finished each step of the schedule (for traces and ``ringtree demo``).
+    rank finished each step of the schedule (for traces and ``ringtree demo``). A call of a
+    shape seen before (same sizes, dtypes, op, root, algorithm, group size and rank) skips
+    validation and planning: ~10 us from the call to its first message.
     """
     transport = transport_for(group)
     n, rank = transport.size, transport.rank
-    timeout_s = _timeout_s(timeout)
-    rop = _parse_op(op) if col.reduces else None
-    checking = _check_on(check)
+    env = settings(transport)
+    timeout_s = _timeout_s(timeout, env.timeout_s)
+    checking = env.check if check is None else bool(check)
+    plan = None
     try:
         x = _flat(inbuf, "input", transport, writable=outbuf is None)
         y = x if outbuf is None else _flat(outbuf, "output", transport, writable=True)
-        count = _validate(col, x, y, rop, root, n, rank)
-        itemsize = x.element_size() if hasattr(x, "element_size") else x.itemsize
-        algorithm, n_chunks = resolve(col, algorithm, n, count, itemsize, root, n_chunks)
-        sb = int(slice_bytes or os.environ.get("RINGTREE_SLICE_BYTES") or DEFAULT_SLICE_BYTES)
-        prog = _program(col, algorithm, n, root, n_chunks, ranks_per_node, rank,
-                        count, itemsize,
-                        y is x or col is Collective.ALL_GATHER, sb)  # fmt: skip
+        sb = int(slice_bytes or env.slice_bytes)
+        key = (col, n, rank, type(x), x.dtype, y.dtype, getattr(x, "device", None),
+               getattr(y, "device", None), _numel(x), _numel(y), y is x, op, root, algorithm,
+               n_chunks, ranks_per_node, sb, env.algo)  # fmt: skip
+        try:
+            plan = _plans.get(key)
+        except TypeError:  # an unhashable op object: plan every time
+            key = None
+        if plan is None:
+            plan = _make_plan(col, x, y, op, root, algorithm, n, rank, n_chunks,
+                              ranks_per_node, sb, env.algo, transport.kind)  # fmt: skip
+            if key is not None:
+                if len(_plans) >= _MAX_PLANS:
+                    _plans.clear()
+                _plans[key] = plan
     except RingtreeError:
         if checking:  # let the other ranks fail now rather than time out
+            rop = _parse_op(op) if col.reduces else None
             bad = fingerprint.CallSignature(
                 col, 0, "", rop, str(algorithm), root, n_chunks, 0, False
             )
             with contextlib.suppress(fingerprint.MismatchError):
                 fingerprint.exchange(transport, _like(transport), bad, timeout_s)
         raise
-    label = f"{col.value} ({algorithm})"
     if col is Collective.ALL_GATHER:
-        b = block_bounds(count, n)
+        b = block_bounds(plan.count, n)
         mine = y[b[rank] : b[rank + 1]]
         if not _same_memory(mine, x):
             kernels_for(y).copy(mine, x)
@@ -285,14 +340,42 @@ def call(
     def run() -> None:
         if checking:
             sig = fingerprint.CallSignature(
-                col, count, dtype_name(x), rop, algorithm, root if col.has_root else None,
-                n_chunks, sb,
+                col, plan.count, dtype_name(x), plan.rop, plan.algorithm,
+                root if col.has_root else None, plan.n_chunks, plan.slice_bytes,
             )  # fmt: skip
             fingerprint.exchange(transport, x, sig, timeout_s)
-        ctx = Context(label=label, timeout_s=timeout_s, step_done_s=step_done_s)
-        execute(prog, transport, kernels_for(x), rop or ReduceOp.SUM, x, y, n, ctx)
+        ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s)
+        execute(plan.prog, transport, kernels_for(x), plan.rop or ReduceOp.SUM, x, y, n, ctx)
+        if after is not None:
+            after()
 
     return _submit(transport, run, async_op)
+
+
+def _make_plan(
+    col: Collective,
+    x: Any,
+    y: Any,
+    op: Any,
+    root: int,
+    algorithm: str,
+    n: int,
+    rank: int,
+    n_chunks: int | None,
+    ranks_per_node: int | None,
+    slice_bytes: int,
+    algo_env: str,
+    kind: str,
+) -> _Plan:
+    """Validate the call, resolve the algorithm, compile the rank's program."""
+    rop = _parse_op(op) if col.reduces else None
+    count = _validate(col, x, y, rop, root, n, rank)
+    itemsize = x.element_size() if hasattr(x, "element_size") else x.itemsize
+    name, chunks = resolve(col, algorithm, n, count, itemsize, root, n_chunks, algo_env, kind)
+    in_place = y is x or col is Collective.ALL_GATHER
+    prog = _program(col, name, n, root, chunks, ranks_per_node, rank, count, itemsize,
+                    in_place, slice_bytes)  # fmt: skip
+    return _Plan(prog, rop, name, chunks, count, slice_bytes, f"{col.value} ({name})")
 
 
 def _like(transport: Transport) -> Any:
@@ -307,6 +390,42 @@ def _like(transport: Transport) -> Any:
 def _span(a: Any) -> tuple[int, int]:
     start = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data_ptr()
     return start, start + int(a.nbytes)
+
+
+def _concat(parts: list[Any], n: int, what: str, fill: bool = True) -> Any:
+    """One flat buffer for a list of N per-rank blocks (their contents copied if ``fill``);
+    RingtreeError unless there are N blocks of the np.array_split sizes of their total."""
+    if len(parts) != n:
+        raise RingtreeError(
+            f"{what} is a list of {len(parts)} tensors: expected one per rank ({n})"
+        )
+    sizes = [_numel(p) for p in parts]
+    b = block_bounds(sum(sizes), n)
+    want = [b[r + 1] - b[r] for r in range(n)]
+    if sizes != want:
+        raise RingtreeError(f"{what} blocks have {sizes} elements: expected {want}")
+    if isinstance(parts[0], np.ndarray):
+        if fill:
+            return np.concatenate([np.asarray(p).reshape(-1) for p in parts])
+        return np.empty(sum(sizes), dtype=parts[0].dtype)
+    import torch
+
+    if fill:
+        return torch.cat([p.reshape(-1) for p in parts])
+    return parts[0].new_empty(sum(sizes))
+
+
+def _split_into(flat: Any, parts: list[Any]) -> None:
+    """Copy consecutive slices of ``flat`` into ``parts`` (each keeps its shape)."""
+    start = 0
+    for p in parts:
+        k = _numel(p)
+        src = flat[start : start + k].reshape(p.shape)
+        if isinstance(p, np.ndarray):
+            np.copyto(p, src)
+        else:
+            p.copy_(src)
+        start += k
 
 
 def _same_memory(a: Any, b: Any) -> bool:
@@ -405,8 +524,11 @@ def reduce_scatter(
     ``output`` (blocks as np.array_split; S/N each when N divides S). ``input`` is untouched.
 
     Example, N=2, SUM: [1, 2] and [10, 20] -> rank 0 [11], rank 1 [22]. Ring: N-1 steps,
-    (N-1)/N * S bytes sent per rank -- half of an all-reduce.
+    (N-1)/N * S bytes sent per rank -- half of an all-reduce. ``input`` may also be a list of
+    N tensors, block r being element r (torch's ``reduce_scatter``; costs one copy).
     """
+    if isinstance(input, list | tuple):
+        input = _concat(input, transport_for(group).size, "reduce-scatter input")  # noqa: A001
     return call(
         Collective.REDUCE_SCATTER, input, output, op=op, root=0, algorithm=algorithm,
         group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
@@ -429,11 +551,20 @@ def all_gather(
 ) -> Work | None:
     """Concatenate every rank's ``input`` (block r of ``output``) into every ``output``, like
     ``all_gather_into_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps,
-    (N-1)/N * S bytes sent per rank."""
+    (N-1)/N * S bytes sent per rank. ``output`` may also be a list of N tensors that receive
+    the blocks (torch's ``all_gather``; costs one copy)."""
+    after = None
+    if isinstance(output, list | tuple):
+        parts = list(output)
+        output = _concat(parts, transport_for(group).size, "all-gather output", fill=False)
+
+        def after() -> None:
+            _split_into(output, parts)
+
     return call(
         Collective.ALL_GATHER, input, output, op=None, root=0, algorithm=algorithm,
         group=group, async_op=async_op, timeout=timeout, check=check, n_chunks=n_chunks,
-        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes,
+        ranks_per_node=ranks_per_node, slice_bytes=slice_bytes, after=after,
     )  # fmt: skip
 
 

@@ -83,7 +83,7 @@ def _scratch(transport: Transport, kernels: Any, like: Any, n: int) -> Any:
     if nbytes > SCRATCH_KEEP_BYTES:
         return kernels.empty(n, like)
     pool = transport.__dict__.setdefault("_scratch_pool", {})
-    key = (str(like.dtype), str(getattr(like, "device", "cpu")), type(like))
+    key = (like.dtype, getattr(like, "device", None), type(like))
     buf = pool.get(key)
     if buf is None or len(buf) < n:
         buf = pool[key] = kernels.empty(n, like)

@@ -36,9 +36,16 @@ REDUCIBLE = {
 }
 
 
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
 def dtype_name(buf: Any) -> str:
     """``float32``, ``bfloat16`` ... for a numpy array or a torch tensor."""
-    return str(buf.dtype).removeprefix("torch.")
+    dt = buf.dtype
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:  # str(dtype) costs microseconds: remember it
+        name = _DTYPE_NAMES[dt] = str(dt).removeprefix("torch.")
+    return name
 
 
 def check_dtype(name: str, op: ReduceOp | None) -> None:
@@ -128,8 +135,16 @@ class TorchKernels:
             buf.div_(n_ranks, rounding_mode="floor")
 
 
+_NUMPY = NumpyKernels()
+_TORCH: dict[tuple[Any, Any], TorchKernels] = {}
+
+
 def kernels_for(buf: Any) -> NumpyKernels | TorchKernels:
-    """The kernels that operate on ``buf``'s kind of array."""
+    """The kernels that operate on ``buf``'s kind of array (shared, stateless)."""
     if isinstance(buf, np.ndarray):
-        return NumpyKernels()
-    return TorchKernels(buf)
+        return _NUMPY
+    key = (buf.device.type, buf.dtype)
+    k = _TORCH.get(key)
+    if k is None:
+        k = _TORCH[key] = TorchKernels(buf)
+    return k

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -131,7 +132,12 @@ def launch(
             else:  # one mpirun for all ranks: a rank's own status is whether it reported
                 ok = result is not None and not result.get("error")
                 status = 0 if ok else (statuses[0] or 1)
-                err = _last_line(errs[0])
+                err = "" if ok else _last_line(errs[0])
+                signal_no = _mpi_deaths(errs[0]).get(r)
+                if signal_no is not None:
+                    status, err = -signal_no, ""
+                elif not ok and result is None and _mpi_deaths(errs[0]):
+                    err = f"rank {r}: stopped by mpirun (MPI ends the job when a rank dies)"
             if result is not None and result.get("error"):
                 err = result["error"]
             outcomes.append(RankOutcome(r, result, status, err))
@@ -175,8 +181,20 @@ def _last_line(path: Path) -> str:
         lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return ""
-    useful = [ln for ln in lines if "Warning" not in ln and not ln.startswith(" ")]
-    return (useful or lines or [""])[-1].strip()
+    useful = [ln for ln in lines if "Warning" not in ln and not ln.startswith((" ", "---"))]
+    return (useful or [""])[-1].strip()
+
+
+_MPI_DEATH = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal (\d+)")
+
+
+def _mpi_deaths(path: Path) -> dict[int, int]:
+    """Ranks that mpirun reported dead, with their signal."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}
+    return {int(m.group(1)): int(m.group(2)) for m in _MPI_DEATH.finditer(text)}
 
 
 def write_result(rank: int, data: dict[str, Any]) -> None:

@@ -19,6 +19,9 @@ from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 
 #: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
 TAG = 0x5254
+#: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
+#: in well under a millisecond, and a yield can hand the core away for a whole time slice.
+SPIN_S = 5e-5
 
 
 def _bytes_view(buf: Buffer) -> np.ndarray:
@@ -49,11 +52,17 @@ class MpiTransport(Transport):
         return self.comm.Irecv([_bytes_view(buf), self._MPI.BYTE], source=peer, tag=TAG)
 
     def wait(self, req: Any, timeout_s: float) -> None:
-        """Poll ``req.Test()`` until done; TransportTimeout after ``timeout_s`` seconds."""
-        if req.Test():
+        """Poll ``req.Test()`` (which drives MPI's progress) until done: spinning for the
+        first SPIN_S, then yielding the core between polls; TransportTimeout after
+        ``timeout_s`` seconds."""
+        test = req.Test
+        if test():
             return
-        deadline = time.perf_counter() + timeout_s
-        while not req.Test():
-            if time.perf_counter() > deadline:
-                raise TransportTimeout
-            os.sched_yield()
+        now = time.perf_counter()
+        spin_until, deadline = now + SPIN_S, now + timeout_s
+        while not test():
+            now = time.perf_counter()
+            if now > spin_until:
+                if now > deadline:
+                    raise TransportTimeout
+                os.sched_yield()

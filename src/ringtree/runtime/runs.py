@@ -3,7 +3,8 @@
 :func:`run_processes` starts the ranks (:mod:`ringtree.runtime.launch`), each runs
 :mod:`ringtree.runtime.worker`, and the report puts side by side what was measured (median
 time per call, bytes each rank's transport sent) and what the schedule and the cost model
-say (bytes per rank, predicted time on the loopback link).
+say (bytes per rank, predicted time on the link the ranks see: gloo's loopback TCP or MPI's
+shared memory, slower when there are more ranks than cores).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.predict import predict
 from ringtree.errors import RingtreeError
 from ringtree.runtime import api
-from ringtree.runtime.auto import loopback_link
+from ringtree.runtime.auto import link_for
 from ringtree.runtime.launch import Launch, launch
 from ringtree.units import dtype_bytes
 
@@ -144,7 +145,8 @@ def run_processes(
 
         check_dtype(dt, rop)
     count = size_bytes // itemsize
-    name, chunks = api.resolve(col, algorithm, n_ranks, count, itemsize, root, n_chunks)
+    name, chunks = api.resolve(col, algorithm, n_ranks, count, itemsize, root, n_chunks,
+                               kind=backend)  # fmt: skip
     sched = api.schedule(col, name, n_ranks, root, chunks, ranks_per_node)  # validates
     config = {
         "backend": backend, "collective": col.value, "size_bytes": size_bytes, "dtype": dt,
@@ -162,7 +164,7 @@ def run_processes(
     results = [r.result or {} for r in outcome.ranks]
     per_iter = [max(ts) for ts in zip(*(r["times_s"] for r in results), strict=True)]
     spec = BuildSpec(root=root, n_chunks=chunks, ranks_per_node=ranks_per_node)
-    link = loopback_link(n_ranks)
+    link = link_for(backend, n_ranks)
     pred = predict(col, name, n_ranks, size_bytes, link, itemsize=itemsize, spec=spec)
     return RunReport(
         collective=col.value,
@@ -177,7 +179,7 @@ def run_processes(
         correct=all(r["correct"] for r in results),
         time_s=statistics.median(per_iter) if per_iter else 0.0,
         predicted_s=pred.time_s,
-        link=link.note or link.name,
+        link=f"{link.name}: {link.note}" if link.note else link.name,
         n_steps=sched.n_steps,
         ranks=[
             {

@@ -5,10 +5,19 @@ none of the Python checks of ``dist.isend``). NCCL is a grouped engine: a step's
 are posted together through ``batch_isend_irecv`` so that two ranks sending to each other
 cannot deadlock. Waits are bounded: gloo raises after the timeout and immediately when the
 peer's connection closes; both become TransportTimeout / TransportClosed.
+
+Full duplex on gloo: a gloo connection carries both directions of a pair through one socket
+and one lock, and a send written by the caller's thread holds that lock while the I/O thread
+waits to read the other direction -- two ranks exchanging data take turns. So on gloo the
+transport opens a companion group (once, on creation, collectively; RINGTREE_DUPLEX=0 turns
+it off) and sends "downwards" (to a lower rank) on it, "upwards" on the original: each
+direction of a pair gets its own socket, lock and I/O thread. Measured on 2 cores: a 4 MiB
+exchange between two ranks takes 2.3 ms instead of 3.0, 16 MiB 8.1 ms instead of 10.9.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -38,12 +47,16 @@ class TorchTransport(Transport):
         super().__init__(pg.rank(), pg.size())
         self.kind = str(dist.get_backend(pg))
         self.grouped = self.kind == "nccl"
+        self.down = pg  # the group that carries messages to lower ranks
+        if self.kind == "gloo" and pg.size() > 1 and os.environ.get("RINGTREE_DUPLEX") != "0":
+            ranks = dist.get_process_group_ranks(pg)
+            self.down = dist.new_group(ranks, backend="gloo", use_local_synchronization=True)
 
     def _send(self, buf: Buffer, peer: int) -> Any:
-        return self.group.send([buf], peer, TAG)
+        return (self.down if peer < self.rank else self.group).send([buf], peer, TAG)
 
     def _recv(self, buf: Buffer, peer: int) -> Any:
-        return self.group.recv([buf], peer, TAG)
+        return (self.down if peer > self.rank else self.group).recv([buf], peer, TAG)
 
     def exchange(
         self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]]

@@ -255,7 +255,7 @@ def _run(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     ringtree_call()
     sent, _, messages = (a - b_ for a, b_ in zip(transport.counters(), before, strict=True))
     algorithm, n_chunks = api.resolve(col, cfg["algorithm"], n, count, itemsize, root,
-                                      cfg.get("n_chunks"))  # fmt: skip
+                                      cfg.get("n_chunks"), kind=transport.kind)  # fmt: skip
     sched = api.schedule(col, algorithm, n, root, n_chunks, cfg.get("ranks_per_node"))
     # timing: each call, and when this rank finished each step of it
     times, finished = [], []
