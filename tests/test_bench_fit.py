@@ -12,7 +12,7 @@ from ringtree.algorithms import BuildSpec
 from ringtree.bench.fit import HOST, PLAIN, Sample, calibrate, fit, nonnegative_lstsq
 from ringtree.bench.result import BenchResult, Row
 from ringtree.collectives import Collective
-from ringtree.cost.host import HostLink, HostModel
+from ringtree.cost.host import HostLink, HostModel, under_load
 from ringtree.cost.model import Link
 from ringtree.cost.predict import predict
 from ringtree.errors import RingtreeError
@@ -116,3 +116,20 @@ def test_calibrate_skips_native_and_wrong_lines_and_makes_a_link():
     assert link.host.message_s == pytest.approx(100e-6, rel=1e-6)
     assert link.host.bandwidth_Bps == pytest.approx(2e9, rel=1e-6)
     assert len(cal.host.residuals) == len(ALGS) * len(SIZES)
+
+
+def test_a_calibration_on_a_busy_machine_gives_the_idle_machines_constants():
+    truth = HostLink("truth", bandwidth_Bps=1e9, alpha_s=1e-4,
+                     host=HostModel(2, 50e-6, 100e-6, 2e9, 1 / 4e9))  # fmt: skip
+    busy = under_load(truth, 0.5)  # 1.5 cores left
+    rows = [
+        Row("all-reduce", s.algorithm, s.size_bytes, s.count, "float32", "sum", None,
+            s.time_s * 1e6, 0.0, 0.0, 0, 9, s.n_chunks)
+        for s in synthetic(busy, 4)
+    ]  # fmt: skip
+    meta = {"backend": "gloo", "n_ranks": 4, "load": {"other_cores": 0.5}}
+    cal = calibrate(BenchResult(meta, rows), cores=2)
+    assert cal.host.cores == 1.5
+    host = cal.link().host
+    assert host.cores == 2 and host.message_s == pytest.approx(100e-6, rel=1e-6)
+    assert host.bandwidth_Bps == pytest.approx(2e9, rel=1e-6)

@@ -13,7 +13,7 @@ from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.validate import validate
 from ringtree.cli import main
 from ringtree.collectives import Collective
-from ringtree.cost.host import HostLink, HostModel
+from ringtree.cost.host import HostLink, HostModel, under_load
 from ringtree.cost.predict import predict
 from ringtree.cost.profile import load_profile
 from ringtree.cost.select import tuned
@@ -109,3 +109,20 @@ def test_plots_with_and_without_a_model(tmp_path, suffix):
         head = path.read_bytes()[:200]
         assert head.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in head
     assert main(["bench", "-n", "4", "--from", "x.json", "--plot", "x.jpg"]) == 2
+
+
+def test_validate_predicts_for_the_cores_other_programs_left_free(tmp_path, capsys):
+    cal, val = tmp_path / "cal.json", tmp_path / "val.json"
+    cal.write_text(json.dumps(sweep_of(CAL).record()))
+    busy = sweep_of(VAL, link=under_load(TRUTH, 1.0))  # half the machine taken
+    busy.meta["load"] = {"other_cores": 1.0, "sweep_cores": 1.0, "timed_wall_s": 1.0}
+    val.write_text(json.dumps(busy.record()))
+    prof = tmp_path / "p.toml"
+    assert main(["calibrate", "-n", "4", "-o", str(prof), "--from", str(cal), "-q",
+                 "--cores", "2"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["validate", "--profile", str(prof), "-n", "4", "--from", str(val),
+                 "--json"]) == 0  # fmt: skip
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["free_cores"] == 1.0 and rec["worst_abs_error"] < 1e-6
+    assert rec["idle_machine"]["median_abs_error"] > 0.2  # the load does matter

@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from ringtree.algorithms import BuildSpec, algorithms_for, build
 from ringtree.collectives import Collective
-from ringtree.cost.host import HOST_MAX_RANKS, HostLink, HostModel, HostTerms, host_terms
+from ringtree.cost.host import (
+    HOST_MAX_RANKS,
+    HostLink,
+    HostModel,
+    HostTerms,
+    available_cores,
+    host_terms,
+    under_load,
+)
 from ringtree.cost.predict import predict
 from ringtree.cost.select import choose
 from ringtree.schedule import Action
@@ -103,3 +111,21 @@ def test_auto_on_a_host_link_prefers_idle_ranks_when_oversubscribed():
     model = replace(MODEL, alpha_s=0.0, message_s=200e-6)
     link = replace(LINK, host=model)
     assert choose("all-reduce", 4, 64 << 10, link, itemsize=4).algorithm == "tree"
+
+
+def test_available_cores_and_a_link_under_load():
+    assert available_cores(2, 0.5) == 1.5
+    assert available_cores(2, 0.0) == 2
+    assert available_cores(2, 1.9) == 0.5  # never under a quarter of the machine
+    loaded = under_load(LINK, 1.0)
+    assert loaded.host.cores == 1.0 and loaded.alpha_s == LINK.alpha_s
+    assert under_load(LINK, 0.0) is LINK
+    plain = replace(LINK, host=None)
+    assert under_load(plain, 1.0) is plain
+    # 4 ranks that all work in every step: half the cores, twice the machine's share
+    t2 = host_terms(build(Collective.ALL_REDUCE, "ring", 4), 1 << 20, 4, 2)
+    t1 = host_terms(build(Collective.ALL_REDUCE, "ring", 4), 1 << 20, 4, 1)
+    assert t1.wire_bytes == 2 * t2.wire_bytes and t1.messages == 2 * t2.messages
+    slow = predict("all-reduce", "ring", 4, 1 << 20, loaded, itemsize=4)
+    fast = predict("all-reduce", "ring", 4, 1 << 20, LINK, itemsize=4)
+    assert slow.time_s > fast.time_s

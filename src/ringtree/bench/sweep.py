@@ -3,9 +3,9 @@ measured by :mod:`ringtree.bench.worker` under the engine's launcher, gathered i
 :class:`~ringtree.bench.result.BenchResult`.
 
 ``sizes(min, max, factor)`` are nccl-tests' ``-b -e -f``. Each algorithm runs at the chunk
-count that the automatic choice would give it on ``link`` (default: the engine's own link,
-:func:`ringtree.runtime.auto.loopback_link`), so a pipelined tree is measured as auto would
-run it. The time of a line is the median over its calls of the slowest rank's time.
+count that the automatic choice would give it on ``link`` (default: the engine's own link
+for the transport, :func:`ringtree.runtime.auto.link_for`), so a pipelined tree is measured
+as auto would run it. A line's time is the median over its calls of the slowest rank's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.model import Link
 from ringtree.cost.select import PIPELINED, tuned
 from ringtree.errors import RingtreeError
-from ringtree.runtime.auto import loopback_link
+from ringtree.runtime.auto import link_for, loopback_link
 from ringtree.runtime.launch import BACKENDS, launch
 from ringtree.runtime.runs import failure_message
 from ringtree.units import format_bytes
@@ -96,7 +96,7 @@ class Sweep:
     algorithm of each collective that runs on N ranks, then native if ``native``. iters:
     timed calls per line; None: as many as fill ``budget_s`` per size at the warm-up's pace
     (each algorithm of a size gets the same number), within min_iters..max_iters. link:
-    prices the chunk count of pipelined algorithms (None: the engine's loopback link).
+    prices the chunk count of pipelined algorithms (None: the engine's link for the backend).
     """
 
     n_ranks: int
@@ -187,7 +187,7 @@ def validate_sweep(sweep: Sweep) -> None:
 def cells(sweep: Sweep) -> list[dict[str, Any]]:
     """The worker's cells: per collective and size, the algorithms with their chunk counts."""
     itemsize = np.dtype(canonical_dtype(sweep.dtype)).itemsize
-    link = sweep.link or loopback_link(sweep.n_ranks)
+    link = sweep.link or link_for(sweep.backend, sweep.n_ranks)
     out = []
     for col in sweep.collectives:
         names = plan_algorithms(sweep, col)

@@ -20,6 +20,9 @@ from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import format_bandwidth, format_bytes
 
+#: Timed calls per line at least: the fit needs medians it can trust at the largest sizes.
+FIT_MIN_ITERS = 10
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``calibrate`` command."""
@@ -36,9 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_sweep_options(
         p,
-        min_size="32KiB",
-        max_size="32MiB",
-        step=4,
+        min_size="48KiB",
+        max_size="48MiB",
+        step=2,
         budget_s=3.0,
         native=False,
         backends=True,
@@ -85,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         results = [BenchResult.load(path) for path in args.source]
     else:
         for backend in dict.fromkeys(args.backend):
-            found = measure(sweep_from(args, native=False, backend=backend), args.quiet)
+            sweep = sweep_from(args, native=False, backend=backend, min_iters=FIT_MIN_ITERS)
+            found = measure(sweep, args.quiet)
             if found is None:
                 return 1
             results.append(found)

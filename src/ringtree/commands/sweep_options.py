@@ -163,6 +163,7 @@ def sweep_from(
     link: Link | None = None,
     native: bool = True,
     backend: str | None = None,
+    min_iters: int = DEFAULT_MIN_ITERS,
 ) -> Sweep:
     """The Sweep the options describe (RingtreeError on bad sizes)."""
     algs = None
@@ -181,6 +182,7 @@ def sweep_from(
         warmup=args.warmup,
         iters=args.iters,
         budget_s=args.budget,
+        min_iters=min_iters,
         in_place=in_place,
         timeout_s=args.timeout,
         link=link,

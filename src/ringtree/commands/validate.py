@@ -11,6 +11,7 @@ from rich.table import Table
 from ringtree.bench.plots import check_plot_path, plot_sweep
 from ringtree.bench.result import BenchResult
 from ringtree.bench.validate import AUTO_TOLERANCE, Validation, validate
+from ringtree.commands.calibrate import FIT_MIN_ITERS
 from ringtree.commands.sweep_options import add_sweep_options, measure, note, sweep_from
 from ringtree.cost.host import HostLink, under_load
 from ringtree.cost.model import Link
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         result = BenchResult.load(args.source)
     else:
         backend = args.backend or str(table.get("backend", "gloo"))
-        sweep = sweep_from(args, link=link, native=False, backend=backend)
+        sweep = sweep_from(args, link=link, native=False, backend=backend, min_iters=FIT_MIN_ITERS)
         unseen = tuple(s for s in sweep.sizes if s not in seen) or sweep.sizes
         found = measure(replace(sweep, sizes=unseen), args.quiet)
         if found is None:
