@@ -11,8 +11,16 @@ from rich.table import Table
 from ringtree.bench.fit import Calibration, Fit, calibrate
 from ringtree.bench.plots import check_plot_path, plot_sweep
 from ringtree.bench.result import BenchResult
+from ringtree.collectives import Collective
 from ringtree.commands import args as A
-from ringtree.commands.sweep_options import add_sweep_options, measure, note, sweep_from
+from ringtree.commands.sweep_options import (
+    add_save_option,
+    add_sweep_options,
+    measure,
+    note,
+    save,
+    sweep_from,
+)
 from ringtree.cost.host import under_load
 from ringtree.cost.profile import link_table, write_profile
 from ringtree.cost.select import short_time
@@ -21,7 +29,11 @@ from ringtree.output import print_json, stdout_console
 from ringtree.units import format_bandwidth, format_bytes
 
 #: Timed calls per line at least: the fit needs medians it can trust at the largest sizes.
-FIT_MIN_ITERS = 10
+FIT_MIN_ITERS = 20
+#: What calibrate measures by default. All-gather moves the bytes reduce-scatter moves without
+#: reducing them, which tells the cost of a byte (beta) from the cost of reducing it (gamma):
+#: all-reduce alone cannot, its algorithms' reduced bytes grow with their wire bytes.
+FIT_COLLECTIVES = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,13 +47,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bandwidth + reduced bytes x gamma) and the one-machine model that the processes, "
         "sharing the cores, really follow (ringtree.cost.host). Prints both fits with their "
         "residuals and writes a profile: give it to cost/crossover/plan as --profile FILE "
-        "(or --link FILE.toml), and check it with 'ringtree validate'.",
+        "(or --link FILE.toml), and check it with 'ringtree validate'. By default it measures "
+        "all-reduce, reduce-scatter and all-gather: all-gather moves reduce-scatter's bytes "
+        "without reducing them, which separates the cost of a byte from that of reducing it.",
     )
     add_sweep_options(
         p,
         min_size="48KiB",
         max_size="48MiB",
-        step=2,
+        step=4,
         budget_s=3.0,
         native=False,
         backends=True,
@@ -63,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.json",
         help="fit saved 'bench --json' results (one per transport) instead of measuring",
     )
+    add_save_option(p)
     p.add_argument("--json", action="store_true", help="print the fits as JSON")
     p.add_argument(
         "--plot",
@@ -70,6 +85,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="draw the measured points and the fitted model (.png or .svg)",
     )
     p.set_defaults(func=run)
+
+
+def _per_backend(path: str | None, backend: str, n_backends: int) -> str | None:
+    """``sweep.json`` for one transport, ``sweep-gloo.json`` ... for several."""
+    if not path or n_backends == 1:
+        return path
+    stem, dot, ext = path.rpartition(".")
+    return f"{stem}-{backend}.{ext}" if dot else f"{path}-{backend}"
 
 
 def _output_path(text: str) -> str:
@@ -84,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     plot = check_plot_path(args.plot) if args.plot else None
     cores = args.cores or os.cpu_count() or 1
     results: list[BenchResult] = []
+    if args.collective is None:
+        args.collective = list(FIT_COLLECTIVES)
     if args.source:
         results = [BenchResult.load(path) for path in args.source]
     else:
@@ -93,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             if found is None:
                 return 1
             results.append(found)
+            save(found, _per_backend(args.save, backend, len(args.backend)), args.quiet)
     cals = [calibrate(r, cores) for r in results]
     names = [c.backend for c in cals]
     if len(set(names)) != len(names):

@@ -214,3 +214,28 @@ def note(text: str, quiet: bool) -> None:
     """A message on stderr (not with --quiet)."""
     if not quiet:
         print(text, file=sys.stderr)
+
+
+def add_save_option(p: argparse.ArgumentParser) -> None:
+    """``--save FILE.json``: keep the measured sweep (what ``bench --json`` writes)."""
+    p.add_argument(
+        "--save",
+        metavar="FILE.json",
+        help="also write the measured sweep as JSON (reuse it with --from)",
+    )
+
+
+def save(result: BenchResult, path: str | None, quiet: bool) -> None:
+    """Write ``result`` as JSON to ``path`` (nothing when None)."""
+    if not path:
+        return
+    import json
+
+    try:
+        with open(path, "w") as f:
+            json.dump(result.record(), f, indent=1, allow_nan=False)
+    except OSError as e:
+        from ringtree.errors import RingtreeError
+
+        raise RingtreeError(f"cannot write {path!r}: {e.strerror}") from None
+    note(f"wrote {path}", quiet)

@@ -12,7 +12,14 @@ from ringtree.bench.plots import check_plot_path, plot_sweep
 from ringtree.bench.result import BenchResult
 from ringtree.bench.validate import AUTO_TOLERANCE, Validation, validate
 from ringtree.commands.calibrate import FIT_MIN_ITERS
-from ringtree.commands.sweep_options import add_sweep_options, measure, note, sweep_from
+from ringtree.commands.sweep_options import (
+    add_save_option,
+    add_sweep_options,
+    measure,
+    note,
+    save,
+    sweep_from,
+)
 from ringtree.cost.host import HostLink, under_load
 from ringtree.cost.model import Link
 from ringtree.cost.profile import profile_entry
@@ -38,8 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.toml[#NAME]",
         help="a profile from 'ringtree calibrate' (#NAME picks a transport)",
     )
-    add_sweep_options(p, min_size="64KiB", max_size="64MiB", step=4, budget_s=3.0, native=False)
+    add_sweep_options(p, min_size="64KiB", max_size="64MiB", step=2, budget_s=4.0, native=False)
     p.set_defaults(backend=None)
+    add_save_option(p)
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument(
         "--plot",
@@ -78,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         if found is None:
             return 1
         result = found
+        save(result, args.save, args.quiet)
     other = float((result.meta.get("load") or {}).get("other_cores", 0.0))
     loaded = under_load(link, other)
     v = validate(result, loaded, skip_sizes=seen)
