@@ -10,8 +10,9 @@ or ``native``: the engine's own call). Every rank
 3. agrees with the others on each cell's number of timed calls (``iters``, or enough to fill
    ``budget_s`` per cell at the warm-up's pace, within ``min_iters``..``max_iters``);
 4. times the calls *interleaved*: in rounds, each round a call of every algorithm of the
-   cells due in it, the order rotated round by round, every cell's calls spread over the
-   whole run -- so a slow spell of a noisy machine hits every algorithm and size alike.
+   cells due in it, the cells and the algorithms within a cell rotated round by round
+   (:func:`round_order`), every cell's calls spread over the whole run -- so a slow spell
+   of a noisy machine hits every algorithm and size alike.
    Before each call it restores the input / poisons the output (untimed), then a barrier;
    the time is this rank's from the barrier's exit to the call's return;
 5. checks the last timed call of each algorithm too, and reports every call's time.
@@ -189,6 +190,19 @@ def schedule_rounds(iters: list[int]) -> list[list[int]]:
     return rounds
 
 
+def round_order(members: list[int], n_algorithms: list[int], k: int) -> list[tuple[int, int]]:
+    """Round k's calls ``(cell, algorithm)``: the cells rotated by k, and within each cell
+    its algorithms rotated by k -- so that no algorithm is always the first to touch a
+    cell's buffers after another cell's (cold caches), nor always follows the same one."""
+    shift = k % max(1, len(members))
+    out = []
+    for c, n in zip(
+        members[shift:] + members[:shift], n_algorithms[shift:] + n_algorithms[:shift], strict=True
+    ):
+        out += [(c, (j + k) % n) for j in range(n)]
+    return out
+
+
 def machine_load(start: dict[str, float] | None = None) -> dict[str, float]:
     """This process's CPU seconds, the whole machine's busy and stolen CPU seconds (Linux
     ``/proc/stat``; absent elsewhere) and the wall clock; with ``start``: the differences."""
@@ -229,9 +243,8 @@ def run_sweep(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     total = sum(iters[c] * len(cells[c].algorithms) for c in range(len(cells)))
     done = 0
     for k, members in enumerate(rounds):
-        calls = [(c, j) for c in members for j in range(len(cells[c].algorithms))]
-        shift = k % len(calls)
-        for c, j in calls[shift:] + calls[:shift]:
+        calls = round_order(members, [len(cells[c].algorithms) for c in members], k)
+        for c, j in calls:
             cell = cells[c]
             cell.times_s[j].append(drv.timed(cell, j))
             if len(cell.times_s[j]) == iters[c]:  # its last call: check it too
