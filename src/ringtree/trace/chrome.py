@@ -61,15 +61,17 @@ def to_chrome_trace(
     pid: int = 0,
     n_ranks: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    t0_s: float | None = None,
 ) -> dict[str, Any]:
     """The trace-event JSON object for ``events`` (of one run), ready for ``json.dump``.
 
     ``run`` names the process; ``pid`` lets several runs share one file (concatenate their
     ``traceEvents``); ``n_ranks`` gives every rank a track, even one without events
-    (default: the highest rank seen + 1); ``metadata`` goes to ``otherData``.
+    (default: the highest rank seen + 1); ``metadata`` goes to ``otherData``; ``t0_s`` is the
+    time written as 0 (default: the earliest event), so that runs sharing a file share a clock.
     """
     evs = list(events)
-    t0 = min((e.t_start_s for e in evs), default=0.0)
+    t0 = min((e.t_start_s for e in evs), default=0.0) if t0_s is None else t0_s
     spans = sorted(
         ((round((e.t_start_s - t0) * 1e9), round((e.t_end_s - t0) * 1e9), e) for e in evs),
         key=lambda x: (x[0], x[0] - x[1], x[2].rank, KINDS.index(x[2].kind)),
