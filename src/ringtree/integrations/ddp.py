@@ -160,7 +160,7 @@ class RingtreeHook:
     ) -> torch.futures.Future[torch.Tensor]:  # DDP checks these two annotations
         """All-reduce ``bucket.buffer()`` in place to the ranks' mean (see the module doc)."""
         group = _group_or_error(state)
-        from ringtree.runtime import api
+        from ringtree.runtime import api, auto
 
         buf = bucket.buffer()
         n, rank = group.size(), group.rank()
@@ -168,7 +168,7 @@ class RingtreeHook:
         transport = api.transport_for(group)
         algorithm = self.algorithm
         if algorithm == AUTO:
-            algorithm = api.resolve_algorithm(Collective.ALL_REDUCE, n, nbytes, itemsize)
+            algorithm = auto.choose(Collective.ALL_REDUCE, n, nbytes, itemsize)
         sent0, received0, _ = transport.counters()
         start = time.perf_counter()
         buf.div_(n)
