@@ -4,7 +4,7 @@ and that it learns within 50 steps on one CPU core."""
 import torch
 
 from ringtree.lab.grammar import VOCABULARY, batch, corpus
-from ringtree.lab.tutor import GrammarTutor, TutorConfig, build_tutor, n_parameters
+from ringtree.lab.tutor import GrammarTutor, TutorConfig, build_tutor, n_parameters, optimizer
 
 
 def test_parameter_count_by_hand():
@@ -43,7 +43,7 @@ def test_loss_goes_down_within_50_steps():
     torch.set_num_threads(1)
     config = TutorConfig()
     model = build_tutor(0, config)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    opt = optimizer(model, config)
     stream = corpus(0, 20_000)
     losses = []
     for step in range(50):

@@ -2,9 +2,9 @@
 with PyTorch's own all-reduce, then with ringtree's hook -- and compare.
 
 Per rank and run (:func:`train_rank`): the same initial weights (``seed``), the same data
-(rank r's windows at step k depend only on ``(seed, k, r)``), AdamW, ``steps`` steps. DDP
-averages the gradients bucket by bucket through the registered hook, which records every
-bucket (:class:`ringtree.integrations.ddp.BucketRecord`). :func:`run_lab` runs both runs in
+(rank r's windows at step k depend only on ``(seed, k, r)``), SGD with momentum, ``steps``
+steps. DDP averages the gradients bucket by bucket through the registered hook, which records
+every bucket (:class:`ringtree.integrations.ddp.BucketRecord`). :func:`run_lab` runs both runs in
 the same N processes (one start-up, one process group) and returns a :class:`LabResult`:
 per-step losses, the bucket records, and the final parameters of every rank, from which it
 checks that the ranks agree and how far the two runs drift apart.
@@ -75,7 +75,7 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from ringtree.integrations.ddp import comm_hook, recording
-    from ringtree.lab.tutor import build_tutor
+    from ringtree.lab.tutor import build_tutor, optimizer
 
     cfg = config.tutor
     stream = corpus(config.seed, config.corpus_tokens)
@@ -85,7 +85,7 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
     else:
         hook = comm_hook(config.algorithm, trace=config.trace)
     model.register_comm_hook(None, hook)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    opt = optimizer(model, cfg)
     losses, starts, ends = [], [], []
     for step in range(config.steps):
         starts.append(time.perf_counter())
