@@ -14,7 +14,7 @@ ranks the result is bitwise equal to torch's. Cost: the chosen algorithm's (ring
 2(N-1) alpha + 2(N-1)/N x S / bandwidth).
 
 Each call appends a :class:`BucketRecord`: bytes, the algorithm that ran, the measured time,
-the time the cost model predicts on ``link`` (default: the ``loopback`` preset), and the bytes
+the time the cost model predicts on ``link`` (default: the ``loopback`` preset), the bytes
 the transport counted. :func:`recording` wraps any other hook (torch's own) to record the same
 figures, so the two can be compared step by step.
 """
@@ -27,9 +27,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ringtree.algorithms import algorithms_for
+from ringtree.algorithms import BuildSpec, algorithms_for
 from ringtree.collectives import Collective
-from ringtree.cost.links import get_link
 from ringtree.cost.model import Link
 from ringtree.cost.predict import predict
 from ringtree.errors import RingtreeError
@@ -45,8 +44,9 @@ class BucketRecord:
 
     step: training step from 1 (a step ends with the bucket DDP marks last). index: DDP's
     bucket index. bytes: the bucket's size S. itemsize: bytes per gradient element.
-    algorithm: what ran. measured_s: from the hook's call to the averaged result being ready.
-    predicted_s: the cost model's time for this algorithm, N and S on ``link``.
+    algorithm, n_chunks: what ran (n_chunks None: the algorithm's default). measured_s: from
+    the hook's call to the averaged result being ready. predicted_s: the cost model's time for
+    this algorithm, N and S on ``link``.
     bytes_sent / bytes_received: what the transport counted (None where the engine does not
     count: torch's gloo). t_start_s / t_end_s: ``time.perf_counter`` (shared by local ranks).
     """
@@ -57,6 +57,7 @@ class BucketRecord:
     bytes: int
     itemsize: int
     algorithm: str
+    n_chunks: int | None
     link: str
     measured_s: float
     predicted_s: float
@@ -110,37 +111,47 @@ def _check_algorithm(algorithm: str) -> str:
     return name
 
 
-@dataclass
-class _Recorder:
-    """What both hooks share: step counting, the prediction, the records."""
+def _default_link(n_ranks: int) -> Link:
+    """The link local processes see: the ``loopback`` preset, adjusted by the engine for more
+    ranks than cores (:func:`ringtree.runtime.auto.loopback_link`)."""
+    from ringtree.runtime.auto import loopback_link
 
-    link: Link
+    return loopback_link(n_ranks)
+
+
+@dataclass
+class _Ledger:
+    """What both hooks share: counting steps, pricing a bucket, keeping the records."""
+
+    link: Link | None
     records: list[BucketRecord] = field(default_factory=list)
     step: int = 1
 
-    def predicted_s(self, algorithm: str, n_ranks: int, nbytes: int, itemsize: int) -> float:
-        if n_ranks == 1:
-            return 0.0
-        p = predict(Collective.ALL_REDUCE, algorithm, n_ranks, nbytes, self.link,
-                    itemsize=itemsize)  # fmt: skip
-        return p.time_s
-
-    def add(self, bucket: dist.GradBucket, rank: int, **fields: Any) -> BucketRecord:
-        rec = BucketRecord(rank=rank, step=self.step, index=bucket.index(),
-                           link=self.link.name, **fields)  # fmt: skip
-        self.records.append(rec)
+    def start(self, bucket: dist.GradBucket) -> tuple[int, int]:
+        """``(step, index)`` of this bucket; a bucket DDP marks last ends the step."""
+        step, index = self.step, bucket.index()
         if bucket.is_last():
             self.step += 1
-        return rec
+        return step, index
+
+    def price(self, algorithm: str, n_ranks: int, nbytes: int, itemsize: int,
+              n_chunks: int | None = None) -> tuple[float, str]:  # fmt: skip
+        """``(predicted seconds, link name)`` of the all-reduce of ``nbytes``."""
+        link = self.link or _default_link(n_ranks)
+        if n_ranks == 1:
+            return 0.0, link.name
+        p = predict(Collective.ALL_REDUCE, algorithm, n_ranks, nbytes, link,
+                    itemsize=itemsize, spec=BuildSpec(n_chunks=n_chunks))  # fmt: skip
+        return p.time_s, link.name
 
 
 class RingtreeHook:
     """The hook :func:`comm_hook` returns: ``hook(state, bucket)`` all-reduces the bucket with
     ringtree and returns a completed ``torch.futures.Future`` of the averaged buffer.
 
-    algorithm: the name asked for (``auto``: the engine's choice per bucket size).
-    records: one BucketRecord per call. events: the engine's send/recv/reduce TraceEvents,
-    when created with ``trace=True``.
+    algorithm: the name asked for (``auto``: the engine's choice per bucket size, the same on
+    every rank). records: one BucketRecord per call. events: the engine's send/recv/reduce
+    TraceEvents, when created with ``trace=True``.
     """
 
     def __init__(self, algorithm: str = AUTO, link: Link | None = None, trace: bool = False):
@@ -148,40 +159,40 @@ class RingtreeHook:
         self.algorithm = _check_algorithm(algorithm)
         self.trace = trace
         self.events: list[TraceEvent] = []
-        self._rec = _Recorder(link or get_link("loopback"))
+        self._ledger = _Ledger(link)
 
     @property
     def records(self) -> list[BucketRecord]:
         """One BucketRecord per bucket and step, in call order."""
-        return self._rec.records
+        return self._ledger.records
 
     def __call__(
         self, state: Any, bucket: dist.GradBucket
     ) -> torch.futures.Future[torch.Tensor]:  # DDP checks these two annotations
         """All-reduce ``bucket.buffer()`` in place to the ranks' mean (see the module doc)."""
         group = _group_or_error(state)
-        from ringtree.runtime import api, auto
+        from ringtree.runtime import api
 
         buf = bucket.buffer()
         n, rank = group.size(), group.rank()
-        nbytes, itemsize = buf.numel() * buf.element_size(), buf.element_size()
+        count, itemsize = buf.numel(), buf.element_size()
+        step, index = self._ledger.start(bucket)
+        algorithm, n_chunks = api.resolve(Collective.ALL_REDUCE, self.algorithm, n, count,
+                                          itemsize)  # fmt: skip
         transport = api.transport_for(group)
-        algorithm = self.algorithm
-        if algorithm == AUTO:
-            algorithm = auto.choose(Collective.ALL_REDUCE, n, nbytes, itemsize)
         sent0, received0, _ = transport.counters()
         start = time.perf_counter()
         buf.div_(n)
-        api.all_reduce(buf, algorithm=algorithm, group=group)
+        api.all_reduce(buf, algorithm=algorithm, group=group, n_chunks=n_chunks)
         end = time.perf_counter()
         sent1, received1, _ = transport.counters()
-        self._rec.add(
-            bucket, rank, bytes=nbytes, itemsize=itemsize, algorithm=algorithm,
-            measured_s=end - start,
-            predicted_s=self._rec.predicted_s(algorithm, n, nbytes, itemsize),
-            bytes_sent=sent1 - sent0, bytes_received=received1 - received0,
-            t_start_s=start, t_end_s=end,
-        )  # fmt: skip
+        predicted_s, link = self._ledger.price(algorithm, n, count * itemsize, itemsize, n_chunks)
+        self._ledger.records.append(BucketRecord(
+            rank=rank, step=step, index=index, bytes=count * itemsize, itemsize=itemsize,
+            algorithm=algorithm, n_chunks=n_chunks, link=link, measured_s=end - start,
+            predicted_s=predicted_s, bytes_sent=sent1 - sent0,
+            bytes_received=received1 - received0, t_start_s=start, t_end_s=end,
+        ))  # fmt: skip
         fut: torch.futures.Future = torch.futures.Future()
         fut.set_result(buf)
         return fut
@@ -193,7 +204,8 @@ def comm_hook(algorithm: str = AUTO, *, link: Link | None = None, trace: bool = 
 
     Pass it to ``ddp_model.register_comm_hook(state, hook)`` with ``state`` a process group
     or None (the default group), or use :func:`register_comm_hook`, which checks the model
-    first. Predictions use ``link`` (default: the ``loopback`` preset). ``trace=True`` keeps
+    first. Predictions use ``link`` (default: the ``loopback`` preset, adjusted for more
+    ranks than cores). ``trace=True`` keeps
     the engine's per-transfer events in ``hook.events``.
     """
     return RingtreeHook(algorithm, link, trace)
@@ -222,7 +234,8 @@ def register_comm_hook(
 class RecordingHook:
     """Wraps another DDP hook (torch's ``allreduce_hook`` by default) and records, per bucket,
     the bytes, the time until its future completes, and the cost model's prediction for
-    ``algorithm`` (what the wrapped hook runs: ``ring`` for gloo's allreduce)."""
+    ``algorithm``: what the wrapped hook runs, ``ring`` for gloo's allreduce (gloo's
+    ``allreduce.cc`` runs its ring unless asked for bcube)."""
 
     def __init__(self, hook: Hook | None = None, algorithm: str = "ring",
                  label: str = "gloo", link: Link | None = None) -> None:  # fmt: skip
@@ -234,12 +247,12 @@ class RecordingHook:
         self.hook = hook
         self.algorithm = _check_algorithm(algorithm)
         self.label = label
-        self._rec = _Recorder(link or get_link("loopback"))
+        self._ledger = _Ledger(link)
 
     @property
     def records(self) -> list[BucketRecord]:
-        """One BucketRecord per bucket and step, in call order."""
-        return self._rec.records
+        """One BucketRecord per bucket and step, in completion order."""
+        return self._ledger.records
 
     def __call__(
         self, state: Any, bucket: dist.GradBucket
@@ -248,23 +261,19 @@ class RecordingHook:
         group = _group_or_error(state)
         buf = bucket.buffer()
         n, rank = group.size(), group.rank()
-        nbytes, itemsize = buf.numel() * buf.element_size(), buf.element_size()
-        predicted = self._rec.predicted_s(self.algorithm, n, nbytes, itemsize)
-        rec, step, start = self._rec, self._rec.step, time.perf_counter()
-        index = bucket.index()
-        if bucket.is_last():
-            rec.step += 1
+        count, itemsize = buf.numel(), buf.element_size()
+        step, index = self._ledger.start(bucket)
+        predicted_s, link = self._ledger.price(self.algorithm, n, count * itemsize, itemsize)
+        records, start = self._ledger.records, time.perf_counter()
 
         def done(fut: torch.futures.Future) -> torch.Tensor:
             end = time.perf_counter()
-            rec.records.append(
-                BucketRecord(
-                    rank=rank, step=step, index=index, bytes=nbytes, itemsize=itemsize,
-                    algorithm=self.label, link=rec.link.name, measured_s=end - start,
-                    predicted_s=predicted, bytes_sent=None, bytes_received=None,
-                    t_start_s=start, t_end_s=end,
-                )
-            )  # fmt: skip
+            records.append(BucketRecord(
+                rank=rank, step=step, index=index, bytes=count * itemsize, itemsize=itemsize,
+                algorithm=self.label, n_chunks=None, link=link, measured_s=end - start,
+                predicted_s=predicted_s, bytes_sent=None, bytes_received=None,
+                t_start_s=start, t_end_s=end,
+            ))  # fmt: skip
             return fut.value()
 
         return self.hook(state, bucket).then(done)
