@@ -14,7 +14,7 @@ import sys
 from ringtree.errors import RingtreeError
 
 # Command modules, in the order ``ringtree --help`` lists them.
-COMMANDS = ["trace", "demo", "run", "cost", "links", "crossover"]
+COMMANDS = ["trace", "demo", "run", "cost", "links", "crossover", "plan"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -132,6 +132,12 @@ def _register() -> None:
     register(Collective.ALL_REDUCE, "hierarchical")(
         lambda n, spec: hierarchical.hierarchical_all_reduce(n, spec.ranks_per_node)
     )
+    register(Collective.REDUCE_SCATTER, "hierarchical")(
+        lambda n, spec: hierarchical.hierarchical_reduce_scatter(n, spec.ranks_per_node)
+    )
+    register(Collective.ALL_GATHER, "hierarchical")(
+        lambda n, spec: hierarchical.hierarchical_all_gather(n, spec.ranks_per_node)
+    )
 
 
 _register()

@@ -93,3 +93,72 @@ def hierarchical_all_reduce(n_ranks: int, ranks_per_node: int | None) -> Schedul
         n_blocks=g,
         ranks_per_node=g,
     )
+
+
+def hierarchical_reduce_scatter(n_ranks: int, ranks_per_node: int | None) -> Schedule:
+    """Intra-node ring reduce-scatter of node groups, then an inter-node ring reduce-scatter.
+
+    Rank r = x g + l (node x, local l) must end with block r of N. Group L_j is the M blocks
+    {x' g + j}. 1. In every node, a ring reduce-scatter over the g groups (g-1 steps): local l
+    ends with group L_l reduced over its node. 2. Among the M ranks with local l, a ring
+    reduce-scatter of L_l (M-1 steps): node x ends with block x g + l reduced over all N.
+
+    Cost (S bytes): intra (g-1) alpha_intra + (g-1)/g S beta_intra; inter (M-1) alpha_inter +
+    (M-1)/M * S/g beta_inter: 1/g of the flat N-rank ring's bytes cross nodes. A rank sends
+    S - |block r|, as in the flat ring. (The two-level reduce-scatter of hierarchical
+    all-reduce, Thakur, Rabenseifner & Gropp 2005 for the rings.)
+    """
+    g = ranks_per_node or 0
+    m = check_shape(n_ranks, ranks_per_node)
+    rows: list[tuple[list[Transfer], str]] = []
+    for k in range(g - 1):  # intra-node reduce-scatter: local l sends group (l-k-1) mod g
+        ts = [
+            Transfer(x * g + loc, x * g + (loc + 1) % g, xx * g + (loc - k - 1) % g, Action.REDUCE)
+            for x in range(m)
+            for loc in range(g)
+            for xx in range(m)
+        ]
+        rows.append((ts, "intra reduce-scatter"))
+    for k in range(m - 1):  # inter-node reduce-scatter: node x sends block ((x-k-1) mod M) g + l
+        ts = [
+            Transfer(x * g + loc, (x + 1) % m * g + loc, (x - k - 1) % m * g + loc, Action.REDUCE)
+            for x in range(m)
+            for loc in range(g)
+        ]
+        rows.append((ts, "inter reduce-scatter"))
+    return Schedule(
+        Collective.REDUCE_SCATTER, "hierarchical", n_ranks, n_ranks, make_steps(rows),
+        n_blocks=n_ranks, ranks_per_node=g,
+    )  # fmt: skip
+
+
+def hierarchical_all_gather(n_ranks: int, ranks_per_node: int | None) -> Schedule:
+    """Inter-node ring all-gather, then intra-node ring all-gather of node groups.
+
+    Rank r = x g + l starts with block r. 1. Among the M ranks with local l, a ring all-gather
+    (M-1 steps): each ends with group L_l = {x' g + l}. 2. In every node, a ring all-gather of
+    the g groups (g-1 steps). Cost: inter (M-1) alpha_inter + (M-1)/M * S/g beta_inter; intra
+    (g-1) alpha_intra + (g-1)/g S beta_intra.
+    """
+    g = ranks_per_node or 0
+    m = check_shape(n_ranks, ranks_per_node)
+    rows: list[tuple[list[Transfer], str]] = []
+    for k in range(m - 1):  # inter-node all-gather: node x sends block ((x-k) mod M) g + l
+        ts = [
+            Transfer(x * g + loc, (x + 1) % m * g + loc, (x - k) % m * g + loc, Action.COPY)
+            for x in range(m)
+            for loc in range(g)
+        ]
+        rows.append((ts, "inter all-gather"))
+    for k in range(g - 1):  # intra-node all-gather: local l sends group (l-k) mod g
+        ts = [
+            Transfer(x * g + loc, x * g + (loc + 1) % g, xx * g + (loc - k) % g, Action.COPY)
+            for x in range(m)
+            for loc in range(g)
+            for xx in range(m)
+        ]
+        rows.append((ts, "intra all-gather"))
+    return Schedule(
+        Collective.ALL_GATHER, "hierarchical", n_ranks, n_ranks, make_steps(rows),
+        n_blocks=n_ranks, ranks_per_node=g,
+    )  # fmt: skip

@@ -46,3 +46,55 @@ def hierarchical_all_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) 
             sent += 2 * sizes[loc] - smallest_pair
         most = max(most, sent)
     return Estimate(cost, most * itemsize)
+
+
+def _group_sizes(count: int, n: int, g: int) -> list[int]:
+    """|L_l| for l < g: the elements of blocks {x' g + l}, blocks as np.array_split(count, n)
+    (the first ``count % n`` blocks one element larger)."""
+    m = n // g
+    base, extra = divmod(count, n)
+    return [m * base + max(0, _ceil_div(extra - loc, g)) for loc in range(g)]
+
+
+def _two_level(
+    n: int, count: int, itemsize: int, spec: BuildSpec, reduces: bool
+) -> dict[str, Terms]:
+    """Terms of one intra ring pass over the g node groups and one inter ring pass over the
+    M blocks of a group: every step moves one group (intra) or one block (inter) per rank, and
+    the largest of them sets the step."""
+    m = check_shape(n, spec.ranks_per_node)
+    g = n // m
+    group = max(_group_sizes(count, n, g)) * itemsize
+    block = _ceil_div(count, n) * itemsize
+    cost = {}
+    if g > 1:
+        cost[INTRA] = Terms(g - 1, (g - 1) * group, (g - 1) * group if reduces else 0)
+    if m > 1:
+        cost[INTER] = Terms(m - 1, (m - 1) * block, (m - 1) * block if reduces else 0)
+    return cost or {INTRA: Terms(0, 0, 0)}
+
+
+@closed_form(Collective.REDUCE_SCATTER, "hierarchical")
+def hierarchical_reduce_scatter(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """Intra: (g-1) steps of the largest group (~S/g); inter: (M-1) steps of the largest block
+    (~S/N). Rank r sends S - |block r| in all (the smallest block is count // N)."""
+    cost = _two_level(n, count, itemsize, spec, reduces=True)
+    return Estimate(cost, (count - count // n) * itemsize if n > 1 else 0)
+
+
+@closed_form(Collective.ALL_GATHER, "hierarchical")
+def hierarchical_all_gather(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """Inter: (M-1) steps of the largest block; intra: (g-1) steps of the largest group.
+    Rank x g + l sends its group but one block between nodes, and every group but
+    L_{(l+1) mod g} inside the node."""
+    cost = _two_level(n, count, itemsize, spec, reduces=False)
+    m = n // (spec.ranks_per_node or 1)
+    g = n // m
+    base, extra = divmod(count, n)
+    groups = _group_sizes(count, n, g)
+    most = 0
+    for loc in range(g):
+        smallest = base + (1 if (m - 1) * g + loc < extra else 0)  # its group's smallest block
+        inter = groups[loc] - smallest if m > 1 else 0
+        most = max(most, count - groups[(loc + 1) % g] + inter)
+    return Estimate(cost, most * itemsize if n > 1 else 0)

@@ -18,7 +18,6 @@ binomial all-reduce (2L + C - 1) alpha + L S (1 + L/C) beta (C >> L); double bin
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -26,7 +25,7 @@ import numpy as np
 
 from ringtree.algorithms import DEFAULT_PIPELINE_CHUNKS, BuildSpec
 from ringtree.algorithms.dbtree import dbtree_streams
-from ringtree.algorithms.pipeline import Stream, n_pipeline_steps
+from ringtree.algorithms.pipeline import Stream
 from ringtree.algorithms.tree import (
     binomial_broadcast_streams,
     binomial_reduce_streams,
@@ -50,19 +49,33 @@ class RankKinds:
     """
 
     def __init__(self, streams: Sequence[Stream], n_ranks: int) -> None:
-        sent: list[Counter[Lane]] = [Counter() for _ in range(n_ranks)]
-        recv: list[Counter[Lane]] = [Counter() for _ in range(n_ranks)]
-        red: list[Counter[Lane]] = [Counter() for _ in range(n_ranks)]
-        for s in streams:
-            sent[s.src][(s.block, s.offset)] += 1
-            recv[s.dst][(s.block, s.offset)] += 1
+        sent: dict[int, dict[Lane, int]] = {}
+        recv: dict[int, dict[Lane, int]] = {}
+        red: dict[int, dict[Lane, int]] = {}
+        for s in streams:  # plain dicts, only for ranks with streams: N in the thousands
+            lane = (s.block, s.offset)
+            d = sent.setdefault(s.src, {})
+            d[lane] = d.get(lane, 0) + 1
+            d = recv.setdefault(s.dst, {})
+            d[lane] = d.get(lane, 0) + 1
             if s.action is Action.REDUCE:
-                red[s.dst][(s.block, s.offset)] += 1
-        self.sent = _maximal(sent)
-        self.recv = _maximal(recv)
-        self.reduced = _maximal(red)
-        self.streams = tuple(streams)
-        self.last_offset = max((s.offset for s in streams), default=0)
+                d = red.setdefault(s.dst, {})
+                d[lane] = d.get(lane, 0) + 1
+        self.sent = _maximal(list(sent.values()))
+        self.recv = _maximal(list(recv.values()))
+        self.reduced = _maximal(list(red.values()))
+        self.offsets = sorted({s.offset for s in streams})
+        self.last_offset = self.offsets[-1] if self.offsets else 0
+
+    def n_steps(self, chunks: int) -> int:
+        """Steps where some stream is active: |union of [o, o + C)| over the offsets (what
+        :func:`ringtree.algorithms.pipeline.n_pipeline_steps` counts, from the offsets)."""
+        steps, end = 0, None
+        for o in self.offsets:  # sorted: merge the intervals
+            start = o if end is None else max(o, end)
+            steps += max(0, o + chunks - start)
+            end = o + chunks if end is None else max(end, o + chunks)
+        return steps
 
     def terms(self, count: int, itemsize: int, chunks: int, n_blocks: int) -> Estimate:
         """Flat terms and the most bytes one rank sends, for ``count`` elements."""
@@ -78,7 +91,7 @@ class RankKinds:
         reduced = _peak(self.reduced, sizes, chunks, horizon)
         totals = [int(x.sum()) for x in sizes]
         most = max((sum(k * totals[b] for (b, _), k in p) for p in self.sent), default=0)
-        steps = n_pipeline_steps(self.streams, chunks)
+        steps = self.n_steps(chunks)
         cost = {FLAT: Terms(steps, int(wire.sum()) * itemsize, int(reduced.sum()) * itemsize)}
         return Estimate(cost, most * itemsize)
 
@@ -101,7 +114,7 @@ def _peak(
     return (weights @ per_lane).max(axis=0)
 
 
-def _maximal(counters: list[Counter[Lane]]) -> list[Pattern]:
+def _maximal(counters: list[dict[Lane, int]]) -> list[Pattern]:
     """Distinct non-empty patterns, without those another pattern dominates lane by lane."""
     pats = [dict(p) for p in {tuple(sorted(c.items())) for c in counters if c}]
     keep = []

@@ -1,0 +1,98 @@
+"""Where it is trained: nodes x GPUs per node, the links inside and between nodes, the price.
+
+From command-line flags or a TOML file (flags win), e.g.::
+
+    [cluster]
+    nodes = 8              # or: gpus = 64
+    gpus_per_node = 8
+    intra = "nvlink4"      # a link preset or "custom:bw=450GB/s,lat=3us"
+    inter = "ib-hdr"
+    price_gpu_hour = 30    # dollars per GPU-hour
+    gpu_memory = "80GB"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ringtree.cost.model import Link
+from ringtree.errors import RingtreeError
+
+DEFAULT_GPU_MEMORY_BYTES = 80 * 10**9  # H100 SXM / A100 80GB
+CLUSTER_KEYS = ("gpus", "nodes", "gpus_per_node", "intra", "inter", "price_gpu_hour", "gpu_memory")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """nodes x gpus_per_node GPUs; ``intra`` links GPUs of a node, ``inter`` the nodes.
+
+    price_gpu_hour: dollars per GPU per hour (None: no money figures).
+    gpu_memory_bytes: memory of one GPU, to say whether the model states fit.
+    """
+
+    nodes: int
+    gpus_per_node: int
+    intra: Link
+    inter: Link
+    price_gpu_hour: float | None = None
+    gpu_memory_bytes: int = DEFAULT_GPU_MEMORY_BYTES
+
+    @property
+    def gpus(self) -> int:
+        """nodes * gpus_per_node."""
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def usd_per_second(self) -> float | None:
+        """The whole cluster's price per second (None without a price)."""
+        if self.price_gpu_hour is None:
+            return None
+        return self.price_gpu_hour * self.gpus / 3600
+
+
+def read_cluster_toml(path: str | Path) -> dict[str, Any]:
+    """The ``[cluster]`` table of a TOML file (or its top level), keys checked."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise RingtreeError(f"cannot read cluster file {str(path)!r}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RingtreeError(f"malformed cluster file {str(path)!r}: {e}") from None
+    table = data.get("cluster", data)
+    if not isinstance(table, dict):
+        raise RingtreeError(f"cluster file {str(path)!r}: [cluster] must be a table")
+    unknown = sorted(set(table) - set(CLUSTER_KEYS))
+    if unknown:
+        raise RingtreeError(
+            f"unknown key {unknown[0]!r} in cluster file {str(path)!r}: "
+            f"expected {', '.join(CLUSTER_KEYS)}"
+        )
+    return dict(table)
+
+
+def shape_gpus(gpus: int | None, nodes: int | None, gpus_per_node: int | None) -> tuple[int, int]:
+    """``(nodes, gpus_per_node)`` from any two of the three (or GPUs alone: one node of up to
+    8 GPUs, else nodes of 8)."""
+    for name, v in (("gpus", gpus), ("nodes", nodes), ("gpus per node", gpus_per_node)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise RingtreeError(f"{name} must be a whole number >= 1, got {v!r}")
+    if gpus_per_node is None:
+        if gpus is not None and nodes is not None:
+            if gpus % nodes:
+                raise RingtreeError(f"{gpus} GPUs do not split evenly over {nodes} nodes")
+            return nodes, gpus // nodes
+        gpus_per_node = min(gpus, 8) if gpus is not None else 8
+    if gpus is None and nodes is None:
+        raise RingtreeError("give the cluster size: --gpus N or --nodes N")
+    if gpus is None:
+        assert nodes is not None
+        return nodes, gpus_per_node
+    if gpus % gpus_per_node:
+        raise RingtreeError(f"{gpus} GPUs are not a whole number of nodes of {gpus_per_node}")
+    if nodes is not None and nodes * gpus_per_node != gpus:
+        raise RingtreeError(f"{nodes} nodes x {gpus_per_node} GPUs is not {gpus} GPUs")
+    return gpus // gpus_per_node, gpus_per_node

@@ -1,0 +1,130 @@
+"""How the work is split: a data-parallel flavour and the dp x tp x pp layout.
+
+Written as the command line takes it: comma-separated items, each a data-parallel flavour
+(``ddp``, ``zero1``, ``zero2``, ``zero3``, ``fsdp`` = ``zero3``), a degree (``dp=8``, ``tp=8``,
+``pp=4``) or ``sp`` (Megatron sequence parallelism for the TP collectives). ``tp=8`` alone
+means ``ddp,tp=8`` with dp = GPUs / (tp * pp).
+
+>>> parse_strategy("zero1,tp=8,pp=2").resolve(64)
+Layout(flavor='zero1', dp=4, tp=8, pp=2, sp=False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ringtree.errors import RingtreeError
+
+FLAVORS = ("ddp", "zero1", "zero2", "zero3")
+_ALIASES = {"fsdp": "zero3", "zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3"}
+_ACCEPTED = "ddp, zero1, zero2, zero3 (fsdp), dp=N, tp=N, pp=N, sp, joined by commas"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A strategy as written: degrees left None are derived from the GPU count."""
+
+    text: str
+    flavor: str = "ddp"
+    dp: int | None = None
+    tp: int = 1
+    pp: int = 1
+    sp: bool = False
+
+    def resolve(self, gpus: int) -> Layout:
+        """The full layout on ``gpus`` GPUs (RingtreeError when dp * tp * pp != gpus)."""
+        if gpus % (self.tp * self.pp):
+            raise RingtreeError(
+                f"{gpus} GPUs are not divisible by tp x pp = {self.tp} x {self.pp} "
+                f"(strategy {self.text!r})"
+            )
+        dp = gpus // (self.tp * self.pp)
+        if self.dp is not None and self.dp != dp:
+            raise RingtreeError(
+                f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
+                f"{self.dp * self.tp * self.pp} but there are {gpus} GPUs (strategy {self.text!r})"
+            )
+        return Layout(self.flavor, dp, self.tp, self.pp, self.sp)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """dp x tp x pp = GPUs, ranked Megatron-style: TP fastest (consecutive ranks, so a TP
+    group sits inside a node when tp divides the node), then DP, then PP (slowest)."""
+
+    flavor: str
+    dp: int
+    tp: int
+    pp: int
+    sp: bool = False
+
+    @property
+    def gpus(self) -> int:
+        """dp * tp * pp."""
+        return self.dp * self.tp * self.pp
+
+    @property
+    def name(self) -> str:
+        """Canonical spelling: ``zero3``, ``ddp,tp=8``, ``zero1,tp=8,pp=4,sp``."""
+        parts = [self.flavor]
+        parts += [f"tp={self.tp}"] if self.tp > 1 else []
+        parts += [f"pp={self.pp}"] if self.pp > 1 else []
+        parts += ["sp"] if self.sp else []
+        return ",".join(parts)
+
+
+def _degree(key: str, value: str, text: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise RingtreeError(f"{key}={value!r} in strategy {text!r}: expected a whole number >= 1")
+    return n
+
+
+def parse_strategy(text: str) -> Strategy:
+    """A Strategy from ``ddp``, ``zero3``, ``tp=8``, ``dp=4,tp=8,pp=2``, ``zero1,tp=8,sp``."""
+    flavor: str | None = None
+    degrees: dict[str, int] = {}
+    sp = False
+    items = [t.strip().lower() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise RingtreeError(f"empty item in strategy {text!r}: expected {_ACCEPTED}")
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if eq and key in ("dp", "tp", "pp"):
+            if key in degrees:
+                raise RingtreeError(f"{key} given twice in strategy {text!r}")
+            degrees[key] = _degree(key, value.strip(), text)
+        elif not eq and key == "sp":
+            sp = True
+        elif not eq and _ALIASES.get(key, key) in FLAVORS:
+            if flavor is not None:
+                raise RingtreeError(f"two data-parallel flavours in strategy {text!r}")
+            flavor = _ALIASES.get(key, key)
+        else:
+            raise RingtreeError(f"unknown item {item!r} in strategy {text!r}: expected {_ACCEPTED}")
+    tp = degrees.get("tp", 1)
+    if sp and tp == 1:
+        raise RingtreeError(f"sp (sequence parallel) needs tp > 1 in strategy {text!r}")
+    return Strategy(text.strip(), flavor or "ddp", degrees.get("dp"), tp, degrees.get("pp", 1), sp)
+
+
+def candidate_strategies(gpus: int, gpus_per_node: int, layers: int | None) -> list[Strategy]:
+    """The strategies ``--compare`` tries when given none: every data-parallel flavour x
+    tp in the powers of two up to a node x pp in the powers of two up to the layer count,
+    where tp x pp divides the GPUs (tp and pp only when the model has a shape)."""
+    powers = [2**k for k in range(gpus.bit_length())]
+    tps = [t for t in powers if t <= gpus_per_node] if layers else [1]
+    pps = [p for p in powers if p <= layers] if layers else [1]
+    out = []
+    for tp in tps:
+        for pp in pps:
+            if gpus % (tp * pp):
+                continue
+            for flavor in FLAVORS:
+                parts = [flavor] + [f"tp={tp}"] * (tp > 1) + [f"pp={pp}"] * (pp > 1)
+                out.append(Strategy(",".join(parts), flavor, None, tp, pp))
+    return out

@@ -1,0 +1,41 @@
+"""Model presets: Llama-2 parameter counts from the published shapes."""
+
+import pytest
+
+from ringtree.errors import RingtreeError
+from ringtree.plan.model import PRESETS, Model, get_model, llama_params
+
+
+@pytest.mark.parametrize(
+    ("name", "published"),
+    # the parameter counts of the released Llama-2 checkpoints (Hugging Face model cards)
+    [("7b", 6_738_415_616), ("13b", 13_015_864_320), ("70b", 68_976_648_192)],
+)
+def test_llama2_presets_match_the_released_checkpoints(name, published):
+    assert get_model(name).params == published
+
+
+def test_llama_params_counts_each_part():
+    # 1 layer, h=2, ffn=3, vocab=5, full attention: 4h^2 + 3*h*ffn + 2h + 2*vocab*h + h
+    assert llama_params(1, 2, 3, 5, 1.0) == 16 + 18 + 4 + 20 + 2
+
+
+def test_grammar_tutor_is_the_seeds_500k():
+    m = get_model("Grammar-Tutor")
+    assert m.params == 500_000
+    assert m.layers and m.hidden and m.seq_len
+
+
+def test_unknown_preset_names_the_presets():
+    with pytest.raises(RingtreeError, match="unknown model preset 'llama-9'.*7b"):
+        get_model("llama-9")
+
+
+def test_overrides_and_missing_shape():
+    m = PRESETS["7b"].with_overrides(params=7_000_000_000, seq_len=2048)
+    assert (m.params, m.layers, m.seq_len) == (7_000_000_000, 32, 2048)
+    bare = Model("custom", 10**9)
+    with pytest.raises(RingtreeError, match="--layers, --hidden, --seq-len"):
+        bare.require_shape("tp=8")
+    with pytest.raises(RingtreeError, match="layers must be >= 1"):
+        bare.with_overrides(layers=0)
