@@ -1,12 +1,52 @@
 """ringtree: collective communication you can run, see and predict.
 
 The core (schedules, algorithms, simulator, cost model) needs only numpy; the engine
-(``ringtree.runtime``) imports torch.distributed or mpi4py only when used.
+(``ringtree.runtime``) imports torch.distributed or mpi4py only when used. The collectives
+``all_reduce``, ``reduce_scatter``, ``all_gather``, ``broadcast`` and ``reduce`` (in
+torch.distributed's shape) are loaded on first use.
 """
+
+from typing import Any
 
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule, Step, Transfer
 
-__all__ = ["Action", "Collective", "ReduceOp", "RingtreeError", "Schedule", "Step", "Transfer"]
+_ENGINE = {
+    "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "Work",
+    "transport_for",
+}  # fmt: skip
+_ERRORS = {"PeerError", "MismatchError"}
+
+__all__ = [
+    "Action",
+    "Collective",
+    "MismatchError",
+    "PeerError",
+    "ReduceOp",
+    "RingtreeError",
+    "Schedule",
+    "Step",
+    "Transfer",
+    "Work",
+    "all_gather",
+    "all_reduce",
+    "broadcast",
+    "reduce",
+    "reduce_scatter",
+    "transport_for",
+]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Load the engine's functions on first use (``ringtree.all_reduce`` ...)."""
+    if name in _ENGINE:
+        from ringtree.runtime import api
+
+        return getattr(api, name)
+    if name in _ERRORS:
+        from ringtree.runtime import errors
+
+        return getattr(errors, name)
+    raise AttributeError(f"module 'ringtree' has no attribute {name!r}")

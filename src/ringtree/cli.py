@@ -14,7 +14,7 @@ import sys
 from ringtree.errors import RingtreeError
 
 # Command modules, in the order ``ringtree --help`` lists them.
-COMMANDS = ["trace", "demo", "cost", "links", "crossover", "plan", "lab"]
+COMMANDS = ["trace", "demo", "run", "cost", "links", "crossover", "plan", "lab"]
 
 
 class _Parser(argparse.ArgumentParser):

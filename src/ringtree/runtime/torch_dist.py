@@ -1,0 +1,93 @@
+"""torch.distributed point-to-point as a Transport: gloo for CPU tensors, NCCL for CUDA.
+
+Uses the process group's own ``send``/``recv`` (group-local ranks, one C++ call per message,
+none of the Python checks of ``dist.isend``). NCCL is a grouped engine: a step's operations
+are posted together through ``batch_isend_irecv`` so that two ranks sending to each other
+cannot deadlock. Waits are bounded: gloo raises after the timeout and immediately when the
+peer's connection closes; both become TransportTimeout / TransportClosed.
+
+Full duplex on gloo: a gloo connection carries both directions of a pair through one socket
+and one lock, and a send written by the caller's thread holds that lock while the I/O thread
+waits to read the other direction -- two ranks exchanging data take turns. So on gloo the
+transport opens a companion group (once, on creation, collectively; RINGTREE_DUPLEX=0 turns
+it off) and sends "downwards" (to a lower rank) on it, "upwards" on the original: each
+direction of a pair gets its own socket, lock and I/O thread. Measured on 2 cores: a 4 MiB
+exchange between two ranks takes 2.3 ms instead of 3.0, 16 MiB 8.1 ms instead of 10.9.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
+
+#: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
+TAG = 0x5254
+
+
+class TorchTransport(Transport):
+    """Point-to-point over a torch.distributed process group (default: the world)."""
+
+    def __init__(self, group: Any = None) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            from ringtree.errors import RingtreeError
+
+            raise RingtreeError(
+                "torch.distributed is not initialized: call "
+                "torch.distributed.init_process_group first (torchrun sets up the environment)"
+            )
+        self._dist = dist
+        self.group = group if group is not None else dist.group.WORLD
+        pg = self.group
+        super().__init__(pg.rank(), pg.size())
+        self.kind = str(dist.get_backend(pg))
+        self.grouped = self.kind == "nccl"
+        self.down = pg  # the group that carries messages to lower ranks
+        if self.kind == "gloo" and pg.size() > 1 and os.environ.get("RINGTREE_DUPLEX") != "0":
+            ranks = dist.get_process_group_ranks(pg)
+            self.down = dist.new_group(ranks, backend="gloo", use_local_synchronization=True)
+
+    def _send(self, buf: Buffer, peer: int) -> Any:
+        return (self.down if peer < self.rank else self.group).send([buf], peer, TAG)
+
+    def _recv(self, buf: Buffer, peer: int) -> Any:
+        return (self.down if peer > self.rank else self.group).recv([buf], peer, TAG)
+
+    def exchange(
+        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]]
+    ) -> list[Any]:
+        """One ``batch_isend_irecv`` for NCCL (coalesced); plain posts otherwise."""
+        if not self.grouped:
+            return super().exchange(sends, recvs)
+        dist = self._dist
+        ops = []
+        for buf, peer in sends:
+            self.bytes_sent += self.nbytes(buf)
+            self.messages_sent += 1
+            ops.append(dist.P2POp(dist.isend, buf, group=self.group, tag=TAG, group_peer=peer))
+        for buf, peer in recvs:
+            self.bytes_received += self.nbytes(buf)
+            ops.append(dist.P2POp(dist.irecv, buf, group=self.group, tag=TAG, group_peer=peer))
+        return list(dist.batch_isend_irecv(ops)) if ops else []
+
+    def wait(self, req: Any, timeout_s: float) -> None:
+        """``Work.wait`` with a timeout (at least 1 ms: gloo reads 0 ms as "no timeout")."""
+        try:
+            req.wait(timedelta(seconds=max(timeout_s, 0.001)))
+        except RuntimeError as e:
+            msg = str(e).split("\n")[0]
+            if "Timed out" in msg or "timed out" in msg:
+                raise TransportTimeout(msg) from None
+            raise TransportClosed(_short(msg)) from None
+
+
+def _short(msg: str) -> str:
+    """Drop gloo's source-location prefix ``[.../pair.cc:553] ``."""
+    if msg.startswith("[") and "] " in msg:
+        msg = msg.split("] ", 1)[1]
+    return msg.split(". This is typically")[0]

@@ -1,0 +1,85 @@
+"""The narrow interface every engine implements: post a send, post a receive, wait.
+
+A transport moves bytes between the ranks of one group; it knows nothing of schedules.
+Buffers are views (a slice of the caller's tensor or array, never a copy); a posted send's
+buffer must not be written, and a posted receive's buffer not read, until ``wait`` returns
+for it. Each request is waited at most once. Messages between one pair of ranks match in the
+order they are posted (MPI's non-overtaking rule), which the executor relies on.
+
+Transports count what they move: ``bytes_sent`` / ``bytes_received`` / ``messages_sent``
+are running totals of posted operations, so a caller can take the difference around a call.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+Buffer = Any  # a 1-D contiguous view: numpy.ndarray or torch.Tensor
+Request = Any  # whatever the engine returns for a posted operation
+
+
+class TransportTimeout(Exception):
+    """A wait did not finish within its time limit."""
+
+
+class TransportClosed(Exception):
+    """The connection to the peer broke (the peer process died or closed it)."""
+
+
+class Transport(ABC):
+    """Point-to-point messaging for one group of ``size`` ranks, as seen by ``rank``.
+
+    kind: engine name for messages and choices ("local", "gloo", "nccl", "mpi").
+    grouped: the engine needs a step's sends and receives posted together (NCCL, where a
+    lone send to a peer that is itself sending can deadlock); the executor then runs
+    step by step through :meth:`exchange` instead of pipelining single operations.
+    """
+
+    kind: str = "abstract"
+    grouped: bool = False
+
+    def __init__(self, rank: int, size: int) -> None:
+        self.rank, self.size = rank, size
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.messages_sent = 0
+
+    @staticmethod
+    def nbytes(buf: Buffer) -> int:
+        """Size of a buffer in bytes (numpy arrays and torch tensors both have ``nbytes``)."""
+        return int(buf.nbytes)
+
+    def send(self, buf: Buffer, peer: int) -> Request:
+        """Post a send of ``buf`` to ``peer``; counts its bytes; returns without waiting."""
+        self.bytes_sent += self.nbytes(buf)
+        self.messages_sent += 1
+        return self._send(buf, peer)
+
+    def recv(self, buf: Buffer, peer: int) -> Request:
+        """Post a receive into ``buf`` from ``peer``; returns without waiting."""
+        self.bytes_received += self.nbytes(buf)
+        return self._recv(buf, peer)
+
+    def exchange(
+        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]]
+    ) -> list[Request]:
+        """Post several sends and receives at once; returns the requests to wait for (sends
+        first, in order; a grouped engine may return one request for the whole group)."""
+        return [self.send(b, p) for b, p in sends] + [self.recv(b, p) for b, p in recvs]
+
+    @abstractmethod
+    def _send(self, buf: Buffer, peer: int) -> Request: ...
+
+    @abstractmethod
+    def _recv(self, buf: Buffer, peer: int) -> Request: ...
+
+    @abstractmethod
+    def wait(self, req: Request, timeout_s: float) -> None:
+        """Block until ``req`` completes. Raises TransportTimeout after ``timeout_s`` seconds,
+        TransportClosed if the peer's connection broke."""
+
+    def counters(self) -> tuple[int, int, int]:
+        """``(bytes_sent, bytes_received, messages_sent)`` so far."""
+        return self.bytes_sent, self.bytes_received, self.messages_sent

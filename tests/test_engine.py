@@ -1,0 +1,162 @@
+"""The engine on real processes (127.0.0.1): gloo and MPI contract suites, ``ringtree run``,
+a peer killed mid-collective. Process start-up costs seconds, so each process group runs a
+whole batch of cases (tests/engine_cases.py) and the tests here stay few."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ringtree.runtime.launch import free_port, launch
+from ringtree.runtime.runs import oversubscription_warning
+
+HERE = Path(__file__).parent
+RINGTREE = [sys.executable, "-m", "ringtree.cli"]
+
+
+def have_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+
+        from ringtree.runtime.launch import mpirun_path
+
+        mpirun_path()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+MPI_MISSING = not have_mpi() and os.environ.get("RINGTREE_REQUIRE_MPI") != "1"
+
+
+def run_suite(n: int, backend: str) -> None:
+    cfg = json.dumps({"backend": backend, "seed": n})
+    out = launch(n, backend, [str(HERE / "engine_cases.py"), cfg], timeout_s=240)
+    assert not out.timed_out
+    for r in out.ranks:
+        assert r.status == 0 and r.result is not None, f"rank {r.rank}: {r.error}"
+        assert r.result["cases"] > 200
+        assert r.result["failures"] == [], r.result["failures"][0]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_gloo_every_collective_and_algorithm_matches_torch_distributed(n):
+    run_suite(n, "gloo")
+
+
+@pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed (pip install ringtree[mpi])")
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_mpi_every_collective_and_algorithm_matches_mpi(n):
+    run_suite(n, "mpi")
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*RINGTREE, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_json_reports_correctness_time_prediction_and_bytes():
+    out = cli("run", "-n", "3", "reduce-scatter", "--size", "1000B", "--algorithm", "ring",
+              "--iters", "3", "--json")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["correct"] is True and d["algorithm"] == "ring"
+    assert d["time_s"] > 0 and d["predicted_s"] > 0 and len(d["times_s"]) == 3
+    # 250 floats over 3 ranks: blocks 84, 83, 83; rank r sends the two blocks it passes on
+    assert [r["rank"] for r in d["ranks"]] == [0, 1, 2]
+    for r in d["ranks"]:
+        assert r["bytes_sent"] == r["bytes_sent_schedule"] > 0
+
+
+@pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed (pip install ringtree[mpi])")
+def test_run_over_mpi_prints_the_table():
+    out = cli("run", "-n", "2", "--backend", "mpi", "broadcast", "--root", "1",
+              "--size", "64KiB", "--iters", "2")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "result: correct (verified against MPI's own broadcast" in out.stdout
+    assert out.stdout.count(" yes ") == 2
+
+
+def worker_pids() -> set[int]:
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if b"ringtree.runtime.worker" in (d / "cmdline").read_bytes():
+                    pids.add(int(d.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc to list processes")
+def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind():
+    before = worker_pids()
+    start = time.monotonic()
+    out = cli("run", "-n", "4", "all-reduce", "--algorithm", "ring", "--size", "4MiB",
+              "--kill-rank", "3", "--timeout", "3s")  # fmt: skip
+    elapsed = time.monotonic() - start
+    assert out.returncode == 1
+    msg = out.stderr
+    assert msg.startswith("ringtree: error: rank 3 died (signal 9)"), msg
+    for r in (0, 1, 2):  # every survivor says which peer and which step
+        line = next(p for p in msg.split("; ") if p.startswith(f"rank {r}: "))
+        assert "step" in line and "rank" in line[len(f"rank {r}: ") :]
+    assert "Traceback" not in msg
+    assert elapsed < 3 + 30  # the per-call timeout plus process start-up on 2 cores
+    time.sleep(0.2)
+    assert worker_pids() - before == set()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["-n", "2", "all-reduce", "--dtype", "int16"], "dtype 'int16' is not offered"),
+        (["-n", "2", "all-reduce", "--size", "6B"], "not a whole number of float32 elements"),
+        (["-n", "2", "all-reduce", "--kill-rank", "2"], "--kill-rank 2 is not a rank"),
+        (["-n", "2", "reduce", "--root", "3"], "root 3 is not a rank of 0..1"),
+        (["-n", "2", "all-reduce", "--op", "max", "--dtype", "bf16", "--backend", "mpi"],
+         "not offered by run --backend mpi"),
+        (["-n", "2", "all-reduce", "--algorithm", "nope"], "unknown algorithm 'nope'"),
+        (["-n", "0", "all-reduce"], "expected a whole number >= 1"),
+    ],
+)  # fmt: skip
+def test_run_rejects_bad_input_without_starting_processes(args, expected):
+    out = cli("run", *args, timeout=30)
+    assert out.returncode == 2
+    assert expected in out.stderr and "Traceback" not in out.stderr
+
+
+def test_oversubscription_warning_above_four_ranks_per_core():
+    cores = os.cpu_count() or 1
+    assert oversubscription_warning(4 * cores) is None
+    assert "more than 4 per core" in oversubscription_warning(4 * cores + 1)
+
+
+def test_demo_traces_verifies_and_compares_with_the_model():
+    out = cli("demo")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "ring all-reduce on 4 ranks" in text and "step 6" in text
+    assert "verified against torch.distributed" in text
+    assert "equal to the schedule's" in text
+    assert "measured" in text and "predicted" in text
+
+
+def test_inside_a_program_started_by_torchrun():
+    free = str(free_port())
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", free, str(HERE / "torchrun_script.py")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert sorted(d["rank"] for d in lines) == [0, 1]
+    for d in lines:
+        assert d["sum"] == 3.0 and d["max"] == [0, 2, 4, 6, 8, 10]

@@ -1,0 +1,198 @@
+"""The torch-shaped API on in-process ranks: semantics, buffers, async, bad input, mismatch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+
+import ringtree
+from ringtree import MismatchError, RingtreeError
+from ringtree.runtime import LocalTransport, run_ranks
+
+
+def test_all_reduce_in_place_on_torch_and_numpy():
+    def body(t: LocalTransport) -> tuple[torch.Tensor, np.ndarray]:
+        a = torch.arange(6, dtype=torch.float32).reshape(2, 3) + 10 * t.rank
+        b = np.full(5, t.rank + 1, dtype=np.int64)
+        assert ringtree.all_reduce(a, group=t) is None
+        ringtree.all_reduce(b, op=ringtree.ReduceOp.PRODUCT, group=t)
+        return a, b
+
+    for a, b in run_ranks(3, body):
+        assert a.shape == (2, 3)
+        assert torch.equal(a, torch.arange(6, dtype=torch.float32).reshape(2, 3) * 3 + 30)
+        np.testing.assert_array_equal(b, np.full(5, 6))
+
+
+def test_torch_reduce_op_and_avg_floor_for_integers():
+    def body(t: LocalTransport) -> tuple[np.ndarray, np.ndarray]:
+        x = np.array([t.rank, 7], dtype=np.int32)
+        y = np.array([t.rank, 7], dtype=np.float64)
+        ringtree.all_reduce(x, op=dist.ReduceOp.MAX, group=t)
+        ringtree.all_reduce(y, op="avg", group=t)
+        return x, y
+
+    for x, y in run_ranks(4, body):
+        np.testing.assert_array_equal(x, [3, 7])
+        np.testing.assert_allclose(y, [1.5, 7.0])
+
+
+def test_reduce_scatter_all_gather_broadcast_reduce_semantics():
+    n = 3
+
+    def body(t: LocalTransport) -> dict[str, object]:
+        r = t.rank
+        x = torch.arange(7, dtype=torch.float64) * (r + 1)  # 7 over 3 ranks: blocks 3, 2, 2
+        keep = x.clone()
+        rs = torch.empty([3, 2, 2][r], dtype=torch.float64)
+        ringtree.reduce_scatter(rs, x, group=t)
+        ag = torch.empty(7, dtype=torch.float64)
+        ringtree.all_gather(ag, rs, group=t)
+        bc = torch.full((4,), float(r))
+        ringtree.broadcast(bc, src=2, group=t)
+        red = torch.full((4,), float(r + 1))
+        ringtree.reduce(red, dst=1, group=t)
+        return {"x": x, "keep": keep, "ag": ag, "bc": bc, "red": red}
+
+    out = run_ranks(n, body)
+    total = torch.arange(7, dtype=torch.float64) * 6
+    for o in out:
+        assert torch.equal(o["x"], o["keep"])  # reduce-scatter leaves its input alone
+        assert torch.equal(o["ag"], total)
+        assert torch.equal(o["bc"], torch.full((4,), 2.0))
+    assert torch.equal(out[1]["red"], torch.full((4,), 6.0))
+    assert torch.equal(out[0]["red"], torch.full((4,), 1.0))  # non-roots keep their input
+
+
+def test_async_handles_complete_in_call_order():
+    def body(t: LocalTransport) -> list[float]:
+        xs = [np.full(1000, float(i + t.rank)) for i in range(3)]
+        works = [ringtree.all_reduce(x, group=t, async_op=True) for x in xs[:2]]
+        ringtree.all_reduce(xs[2], group=t)  # a sync call waits behind the async ones
+        assert all(isinstance(w, ringtree.Work) for w in works)
+        assert all(w.wait() for w in works) and all(w.is_completed() for w in works)
+        return [float(x[0]) for x in xs]
+
+    for got in run_ranks(2, body):
+        assert got == [1.0, 3.0, 5.0]
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda t: ringtree.reduce_scatter(np.empty(5), np.ones(8), group=t),
+         "reduce-scatter output has 5 elements; rank "),
+        (lambda t: ringtree.all_gather(np.empty(8), np.ones(3), group=t),
+         "all-gather input has 3 elements"),
+        (lambda t: ringtree.reduce_scatter(np.empty(4, np.float32), np.ones(8), group=t),
+         "output dtype float32 differs from input dtype float64"),
+        (lambda t: ringtree.all_reduce(np.ones(4, dtype=bool), group=t),
+         "dtype bool cannot be reduced with sum: it accepts min, max"),
+        (lambda t: ringtree.all_reduce(np.ones(4, dtype=np.complex64), op="max", group=t),
+         "dtype complex64 cannot be reduced with max"),
+        (lambda t: ringtree.all_reduce(np.ones(4, dtype=np.uint16), group=t),
+         "dtype uint16 is not supported"),
+        (lambda t: ringtree.all_reduce(torch.ones(4, 4).t(), group=t),
+         "input must be contiguous"),
+        (lambda t: ringtree.broadcast(np.ones(4), src=5, group=t),
+         "root rank 5 is not a rank of this group (0..1)"),
+        (lambda t: ringtree.all_reduce(np.ones(4), algorithm="bogus", group=t),
+         "unknown algorithm 'bogus' for all-reduce"),
+        (lambda t: ringtree.all_reduce(np.ones(4), timeout=0, group=t),
+         "timeout must be > 0 seconds"),
+        (lambda t: ringtree.all_reduce([1, 2], group=t),
+         "input must be a torch tensor or a numpy array, got list"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_a_one_line_error_before_any_message(call, expected):
+    def body(t: LocalTransport) -> int:
+        with pytest.raises(RingtreeError) as info:
+            call(t)
+        assert expected in str(info.value) and "\n" not in str(info.value)
+        return t.messages_sent
+
+    assert run_ranks(2, body) == [0, 0]
+
+
+def test_mismatched_size_names_the_odd_rank_on_every_rank():
+    def body(t: LocalTransport) -> str:
+        x = np.ones(1000 if t.rank == 2 else 1024, dtype=np.float32)
+        with pytest.raises(MismatchError) as info:
+            ringtree.all_reduce(x, group=t, check=True, timeout=10)
+        assert info.value.ranks == [2]
+        return str(info.value)
+
+    for msg in run_ranks(4, body):
+        assert "rank 2 called with count=1000" in msg
+        assert "ranks 0, 1, 3 called with count=1024" in msg
+
+
+def test_a_rank_rejecting_its_input_fails_its_peers_fast_when_checking():
+    def body(t: LocalTransport) -> str:
+        out = np.empty(3 if t.rank == 1 else 4)  # rank 1's output has the wrong size
+        with pytest.raises(RingtreeError) as info:
+            ringtree.reduce_scatter(out, np.ones(8), group=t, check=True, timeout=10)
+        return f"{type(info.value).__name__}: {info.value}"
+
+    msgs = run_ranks(2, body)
+    assert msgs[1].startswith("RingtreeError: reduce-scatter output has 3 elements")
+    assert msgs[0].startswith("MismatchError") and "rank 1 rejected its input" in msgs[0]
+
+
+def test_check_from_the_environment(monkeypatch):
+    monkeypatch.setenv("RINGTREE_CHECK", "1")
+
+    def body(t: LocalTransport) -> None:
+        with pytest.raises(MismatchError):
+            ringtree.broadcast(np.ones(4), src=t.rank, group=t, timeout=10)
+
+    run_ranks(2, body)
+
+
+def test_importing_ringtree_does_not_import_torch_or_mpi():
+    code = (
+        "import sys, ringtree, ringtree.runtime; ringtree.ReduceOp; "
+        "assert 'torch' not in sys.modules and 'mpi4py' not in sys.modules, sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_process_group_is_a_clear_error():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_", "PMI", "MASTER_", "TORCHELASTIC"))}  # fmt: skip
+    code = (
+        "import numpy, ringtree\n"
+        "try:\n    ringtree.all_reduce(numpy.ones(3))\n"
+        "except ringtree.RingtreeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "no process group: call torch.distributed.init_process_group" in out.stdout
+
+
+def test_torch_style_list_forms_of_all_gather_and_reduce_scatter():
+    def body(t: LocalTransport) -> tuple[list[torch.Tensor], torch.Tensor]:
+        blocks = [torch.empty(2, 2) for _ in range(3)]
+        ringtree.all_gather(blocks, torch.full((2, 2), float(t.rank)), group=t)
+        out = torch.empty(4)
+        ringtree.reduce_scatter(out, [torch.ones(4) * (r + 1) for r in range(3)], group=t)
+        return blocks, out
+
+    for r, (blocks, out) in enumerate(run_ranks(3, body)):
+        assert [float(b[0, 0]) for b in blocks] == [0.0, 1.0, 2.0]
+        assert torch.equal(out, torch.full((4,), 3.0 * (r + 1)))
+
+
+def test_list_forms_check_the_number_and_sizes_of_blocks():
+    def body(t: LocalTransport) -> None:
+        with pytest.raises(RingtreeError, match="a list of 1 tensors: expected one per rank"):
+            ringtree.all_gather([torch.empty(2)], torch.ones(2), group=t)
+        with pytest.raises(RingtreeError, match=r"blocks have \[3, 1\] elements: expected"):
+            ringtree.reduce_scatter(torch.empty(2), [torch.ones(3), torch.ones(1)], group=t)
+
+    run_ranks(2, body)

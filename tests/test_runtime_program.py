@@ -1,0 +1,83 @@
+"""The per-rank compiled program: slicing, byte accounting, where messages land."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ringtree.algorithms import algorithms_for, build
+from ringtree.collectives import Collective
+from ringtree.runtime.program import (
+    INPUT,
+    MAX_SLICES,
+    OUTPUT,
+    SCRATCH,
+    compile_program,
+    slice_bounds,
+)
+
+
+def every_schedule(n: int):
+    for col in Collective:
+        for alg in algorithms_for(col):
+            rpn = (2 if n % 2 == 0 else 1) if alg == "hierarchical" else None
+            yield build(col, alg, n, root=n - 1, ranks_per_node=rpn)
+
+
+@given(st.integers(0, 5000), st.integers(0, 5000), st.sampled_from([1, 2, 4, 8]),
+       st.integers(1, 1 << 16))  # fmt: skip
+def test_slices_cover_the_range_in_order(lo, length, itemsize, slice_bytes):
+    hi = lo + length
+    cuts = slice_bounds(lo, hi, itemsize, slice_bytes)
+    assert cuts[0][0] == lo and cuts[-1][1] == hi
+    assert all(a[1] == b[0] for a, b in zip(cuts, cuts[1:], strict=False))
+    assert 1 <= len(cuts) <= MAX_SLICES
+    sizes = [b - a for a, b in cuts]
+    assert max(sizes) - min(sizes) <= 1  # near-equal, like np.array_split
+    if length * itemsize >= 2 * slice_bytes and MAX_SLICES >= 2:
+        assert len(cuts) >= 2  # big chunks are pipelined
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("count", [0, 1, 7, 1000])
+def test_program_sends_exactly_the_schedules_bytes(n, count):
+    for s in every_schedule(n):
+        for rank in range(n):
+            in_place = s.collective is not Collective.REDUCE_SCATTER
+            prog = compile_program(s, rank, count, 4, in_place=in_place, slice_bytes=64)
+            elems = sum(op.loc[2] - op.loc[1] for op in prog.sends)
+            assert elems * 4 == s.bytes_sent(rank, count, 4), (s.algorithm, s.collective)
+            received = sum(op.land[2] - op.land[1] for op in prog.recvs)
+            assert received * 4 == s.bytes_received(rank, count, 4)
+
+
+def test_scratch_slots_are_disjoint_and_counted():
+    s = build(Collective.ALL_REDUCE, "ring", 4)
+    prog = compile_program(s, 1, 1003, 4, in_place=True, slice_bytes=100)
+    slots = sorted((op.land[1], op.land[2]) for op in prog.recvs if op.land[0] == SCRATCH)
+    assert all(a[1] <= b[0] for a, b in zip(slots, slots[1:], strict=False))
+    assert prog.scratch_elems == sum(b - a for a, b in slots)
+
+
+def test_reduce_scatter_never_writes_its_input():
+    s = build(Collective.REDUCE_SCATTER, "ring", 4)
+    prog = compile_program(s, 2, 4000, 4, in_place=False)
+    assert all(op.out[0] != INPUT for op in prog.recvs if op.out is not None)
+    assert all(op.land[0] != INPUT for op in prog.recvs)
+    finals = [op for op in prog.recvs if op.out is not None and op.out[0] == OUTPUT]
+    # rank 2's block (elements 2000..2999) ends in the output, which holds only that block
+    assert sum(op.out[2] - op.out[1] for op in finals) == prog.out_elems == 1000
+
+
+def test_ring_all_reduce_lands_gathered_chunks_in_place_except_its_sent_chunk():
+    """All-gather data goes straight into the tensor, except the chunk this rank sent from
+    the tensor in step 1 (overwriting it would race with that send): that one is copied."""
+    s = build(Collective.ALL_REDUCE, "ring", 4)
+    prog = compile_program(s, 0, 4000, 4, in_place=True)
+    gathered = [op for op in prog.recvs if not op.reduce]
+    direct = [op for op in gathered if op.land[0] == INPUT]
+    staged = [op for op in gathered if op.land[0] == SCRATCH]
+    assert len(direct) == 2 and len(staged) == 1
+    assert staged[0].out == (INPUT, 0, 1000)  # chunk 0, sent by rank 0 at step 1
+    assert staged[0].apply_sends  # and it waits for that send before the copy
