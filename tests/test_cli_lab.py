@@ -9,7 +9,7 @@ import pytest
 
 from ringtree.cli import main
 from ringtree.lab import ddp
-from ringtree.lab.world import RankFailed
+from ringtree.runtime.runs import RunFailed
 
 
 def exit_status(argv):
@@ -43,12 +43,12 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, monkeypatch):
 
 def test_a_failed_rank_is_one_line_and_exit_1(capsys, monkeypatch):
     def failing(config):
-        raise RankFailed("rank 1 failed: ValueError: boom", 1)
+        raise RunFailed("rank 1: ValueError: boom")
 
     monkeypatch.setattr(ddp, "run_lab", failing)
     assert main(["lab", "ddp", "--steps", "2"]) == 1
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == "ringtree: error: rank 1 failed: ValueError: boom"
+    assert err.splitlines()[-1] == "ringtree: error: rank 1: ValueError: boom"
     assert "Traceback" not in err
 
 

@@ -7,6 +7,9 @@ One lab run (two processes, both runs, a few steps) serves every test here: proc
 costs seconds on two cores."""
 
 import json
+import os
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +19,11 @@ from ringtree.algorithms import BuildSpec, build
 from ringtree.collectives import Collective
 from ringtree.cost.predict import predict
 from ringtree.lab.chrome import lab_chrome_trace
-from ringtree.lab.ddp import LabConfig, run_lab
+from ringtree.lab.ddp import LabConfig, failure_message, run_lab
 from ringtree.lab.tutor import build_tutor
 from ringtree.runtime.auto import loopback_link
+from ringtree.runtime.launch import Launch, RankOutcome
+from ringtree.runtime.runs import RunFailed
 
 STEPS = 5
 
@@ -97,3 +102,54 @@ def test_trace_has_a_track_per_rank_and_the_transport_bytes(lab, tmp_path):
     assert len(buckets) == sum(len(rr.buckets) for runs in lab.runs.values() for rr in runs)
     steps = [e for e in slices if e["cat"] == "step"]
     assert len(steps) == 2 * 2 * STEPS
+
+
+def _children():
+    """Processes whose parent is this one (Linux /proc), zombies excluded."""
+    me, out = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z":
+                out.append(int(entry.name))
+    return out
+
+
+def test_a_failing_rank_is_one_line_and_nothing_is_left():
+    """A corpus shorter than one window: every rank raises while building its first batch."""
+    with pytest.raises(RunFailed, match=r"^rank \d: RingtreeError: stream of 10 tokens is "
+                       r"shorter than a window of 32") as e:  # fmt: skip
+        run_lab(LabConfig(ranks=2, steps=2, corpus_tokens=10, timeout_s=60))
+    assert "\n" not in str(e.value)
+    assert _children() == []
+
+
+def test_a_lab_past_its_time_is_stopped():
+    start = time.monotonic()
+    with pytest.raises(RunFailed, match="did not finish within 3 s"):
+        run_lab(LabConfig(ranks=2, steps=100_000, timeout_s=3))
+    assert time.monotonic() - start < 30
+    assert _children() == []
+
+
+def test_failure_message_puts_the_cause_first():
+    def outcome(ranks, timed_out=False):
+        return Launch([RankOutcome(*r) for r in ranks], timed_out)
+
+    broke = {"error": "rank 0: RuntimeError: Connection reset by peer", "failed_at_s": 5.0}
+    boom = {"error": "rank 1: ValueError: boom", "failed_at_s": 4.0}
+    assert failure_message(outcome([(0, broke, 1), (1, boom, 1)]), 60) == (
+        "rank 1: ValueError: boom; rank 0: RuntimeError: Connection reset by peer"
+    )
+    assert failure_message(outcome([(0, broke, 1), (1, None, -9)]), 60) == (
+        "rank 1 died (signal 9); rank 0: RuntimeError: Connection reset by peer"
+    )
+    assert failure_message(outcome([(0, None, -9), (1, None, -9)], timed_out=True), 7) == (
+        "the ranks did not finish within 7 s"
+    )
+    assert failure_message(outcome([(0, None, 2, "Segmentation fault")]), 7) == (
+        "rank 0 exited with status 2: Segmentation fault"
+    )

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     """Train both runs, print the steps and the summary, write the trace."""
     from ringtree.lab.ddp import LabConfig, run_lab
     from ringtree.lab.report import step_rows, summary
-    from ringtree.lab.world import RankFailed
+    from ringtree.runtime.runs import RunFailed
 
     _check(args)
     price = Price.cluster(args.price_cluster_hour) if args.price_cluster_hour is not None else None
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         result = run_lab(config)
-    except RankFailed as e:
+    except RunFailed as e:
         messages.print(f"ringtree: error: {e}", soft_wrap=True, markup=False, highlight=False)
         return 1
     rows, summ = step_rows(result, price), summary(result, price)

@@ -28,11 +28,11 @@ import torch
 import torch.distributed as dist
 
 from ringtree.algorithms import BuildSpec, algorithms_for
-from ringtree.collectives import Collective
+from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.model import Link
 from ringtree.cost.predict import predict
 from ringtree.errors import RingtreeError
-from ringtree.trace.events import TraceEvent
+from ringtree.trace.events import Recorder, TraceEvent
 
 AUTO = "auto"
 Hook = Callable[[Any, dist.GradBucket], torch.futures.Future]
@@ -111,12 +111,12 @@ def _check_algorithm(algorithm: str) -> str:
     return name
 
 
-def _default_link(n_ranks: int) -> Link:
-    """The link local processes see: the ``loopback`` preset, adjusted by the engine for more
-    ranks than cores (:func:`ringtree.runtime.auto.loopback_link`)."""
-    from ringtree.runtime.auto import loopback_link
+def _default_link(kind: str, n_ranks: int) -> Link:
+    """The link the engine's "auto" prices for a transport ``kind`` (gloo: the ``loopback``
+    preset, adjusted for more ranks than cores; see :func:`ringtree.runtime.auto.link_for`)."""
+    from ringtree.runtime.auto import link_for
 
-    return loopback_link(n_ranks)
+    return link_for(kind, n_ranks)
 
 
 @dataclass
@@ -134,10 +134,11 @@ class _Ledger:
             self.step += 1
         return step, index
 
-    def price(self, algorithm: str, n_ranks: int, nbytes: int, itemsize: int,
+    def price(self, algorithm: str, n_ranks: int, nbytes: int, itemsize: int, kind: str,
               n_chunks: int | None = None) -> tuple[float, str]:  # fmt: skip
-        """``(predicted seconds, link name)`` of the all-reduce of ``nbytes``."""
-        link = self.link or _default_link(n_ranks)
+        """``(predicted seconds, link name)`` of the all-reduce of ``nbytes`` over a ``kind``
+        engine (gloo, nccl, mpi)."""
+        link = self.link or _default_link(kind, n_ranks)
         if n_ranks == 1:
             return 0.0, link.name
         p = predict(Collective.ALL_REDUCE, algorithm, n_ranks, nbytes, link,
@@ -177,16 +178,24 @@ class RingtreeHook:
         n, rank = group.size(), group.rank()
         count, itemsize = buf.numel(), buf.element_size()
         step, index = self._ledger.start(bucket)
-        algorithm, n_chunks = api.resolve(Collective.ALL_REDUCE, self.algorithm, n, count,
-                                          itemsize)  # fmt: skip
         transport = api.transport_for(group)
+        algorithm, n_chunks = api.resolve(
+            Collective.ALL_REDUCE, self.algorithm, n, count, itemsize,
+            algo_env=api.settings(transport).algo, kind=transport.kind,
+        )  # fmt: skip
+        recorder = Recorder(rank) if self.trace else None
         sent0, received0, _ = transport.counters()
         start = time.perf_counter()
         buf.div_(n)
-        api.all_reduce(buf, algorithm=algorithm, group=group, n_chunks=n_chunks)
+        api.call(Collective.ALL_REDUCE, buf, None, op=ReduceOp.SUM, root=0, algorithm=algorithm,
+                 group=group, async_op=False, timeout=None, check=None, n_chunks=n_chunks,
+                 ranks_per_node=None, slice_bytes=None, recorder=recorder)  # fmt: skip
         end = time.perf_counter()
         sent1, received1, _ = transport.counters()
-        predicted_s, link = self._ledger.price(algorithm, n, count * itemsize, itemsize, n_chunks)
+        if recorder is not None:
+            self.events.extend(recorder.events)
+        predicted_s, link = self._ledger.price(algorithm, n, count * itemsize, itemsize,
+                                               transport.kind, n_chunks)  # fmt: skip
         self._ledger.records.append(BucketRecord(
             rank=rank, step=step, index=index, bytes=count * itemsize, itemsize=itemsize,
             algorithm=algorithm, n_chunks=n_chunks, link=link, measured_s=end - start,
@@ -263,7 +272,8 @@ class RecordingHook:
         n, rank = group.size(), group.rank()
         count, itemsize = buf.numel(), buf.element_size()
         step, index = self._ledger.start(bucket)
-        predicted_s, link = self._ledger.price(self.algorithm, n, count * itemsize, itemsize)
+        predicted_s, link = self._ledger.price(self.algorithm, n, count * itemsize, itemsize,
+                                               dist.get_backend(group))  # fmt: skip
         records, start = self._ledger.records, time.perf_counter()
 
         def done(fut: torch.futures.Future) -> torch.Tensor:

@@ -12,14 +12,19 @@ checks that the ranks agree and how far the two runs drift apart.
 
 from __future__ import annotations
 
+import pickle
+import socket
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ringtree.lab.grammar import batch, corpus
 from ringtree.lab.tutor import TutorConfig
+from ringtree.runtime.runs import RunFailed
 
 RUNS = ("torch", "ringtree")
 RUN_TITLES = {"torch": "PyTorch's all-reduce (gloo)", "ringtree": "ringtree's hook"}
@@ -137,14 +142,53 @@ class LabResult:
 
 
 def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
-    """Train ``runs`` on ``config.ranks`` local gloo processes; see the module doc.
+    """Train ``runs`` on ``config.ranks`` local gloo processes (the engine's launcher, each
+    rank :mod:`ringtree.lab.worker`); see the module doc.
 
-    RankFailed (from :mod:`ringtree.lab.world`) when a rank fails or the lab times out."""
+    RunFailed with one line when a rank fails or the lab runs past ``config.timeout_s``; no
+    process is left running either way."""
     from ringtree.lab.tutor import build_tutor, n_parameters
-    from ringtree.lab.world import run_world
+    from ringtree.runtime.launch import launch
 
     start = time.perf_counter()
-    per_rank = run_world(train_rank, config.ranks, (config, runs), timeout_s=config.timeout_s)
+    with tempfile.TemporaryDirectory(prefix="ringtree-lab-") as folder:
+        job = Path(folder) / "job.pkl"
+        with open(job, "wb") as f:
+            pickle.dump((config, runs, folder), f)
+        env = {"GLOO_SOCKET_IFNAME": loopback_interface(), "OMP_NUM_THREADS": "1"}
+        outcome = launch(config.ranks, "gloo", ["-m", "ringtree.lab.worker", str(job)],
+                         timeout_s=config.timeout_s, env=env)  # fmt: skip
+        if not outcome.ok:
+            raise RunFailed(failure_message(outcome, config.timeout_s))
+        per_rank = []
+        for rank in range(config.ranks):
+            with open(Path(folder) / f"rank{rank}.pkl", "rb") as f:
+                per_rank.append(pickle.load(f))
     out = {run: [rank_runs[i] for rank_runs in per_rank] for i, run in enumerate(runs)}
     n_params = n_parameters(build_tutor(config.seed, config.tutor))
     return LabResult(config, out, n_params, time.perf_counter() - start)
+
+
+def loopback_interface() -> str:
+    """The name of the loopback network interface, for GLOO_SOCKET_IFNAME (gloo then binds
+    127.0.0.1 only): ``lo`` on Linux, ``lo0`` on macOS."""
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in names if n in ("lo", "lo0")), "lo")
+
+
+def failure_message(outcome: Any, timeout_s: float) -> str:
+    """One line: the ranks that died first (the likely cause), then the ranks' errors in the
+    order they happened, so the root cause leads and the peers' broken connections follow.
+    After a timeout the launcher killed the ranks still running: that is not a death."""
+    dead, raised, other = [], [], []
+    for r in outcome.ranks:
+        if r.status is not None and r.status < 0 and not outcome.timed_out:
+            dead.append(f"rank {r.rank} died (signal {-r.status})")
+        elif r.result is not None and r.result.get("error"):
+            raised.append((r.result.get("failed_at_s", 0.0), r.result["error"]))
+        elif r.status not in (0, None) and r.status > 0:
+            other.append(f"rank {r.rank} exited with status {r.status}: {r.error}")
+    parts = dead + [e for _, e in sorted(raised)] + other
+    if outcome.timed_out:
+        parts.append(f"the ranks did not finish within {timeout_s:g} s")
+    return "; ".join(parts) or "the ranks failed without saying why"
