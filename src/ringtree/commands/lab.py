@@ -222,7 +222,8 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         lines.append(
             f"at ${s['price_cluster_hour']:g}/hour for the cluster: communication "
             f"{format_usd(g['usd_comm_per_step'], exact=False)} per step "
-            f"({format_usd(g['usd_comm_per_day'], exact=False)} per day at this step rate), "
+            f"({format_usd(g['usd_comm_per_day'], exact=False)} per day at "
+            f"{g['steps_per_second']:.3g} steps/s), "
             f"{format_usd(g['usd_comm_run'], exact=False)} of the run's "
             f"{format_usd(g['usd_run'], exact=False)} (ringtree's run)"
         )

@@ -150,6 +150,10 @@ class RingtreeHook:
     """The hook :func:`comm_hook` returns: ``hook(state, bucket)`` all-reduces the bucket with
     ringtree and returns a completed ``torch.futures.Future`` of the averaged buffer.
 
+    The all-reduce runs before the hook returns, so the rest of the backward pass waits for
+    it: unlike torch's asynchronous hook, communication does not overlap computation (on one
+    bucket, DDP's default for a model this size, there is nothing left to overlap).
+
     algorithm: the name asked for (``auto``: the engine's choice per bucket size, the same on
     every rank). records: one BucketRecord per call. events: the engine's send/recv/reduce
     TraceEvents, when created with ``trace=True``.
@@ -207,7 +211,9 @@ class RingtreeHook:
         return fut
 
 
-def comm_hook(algorithm: str = AUTO, *, link: Link | None = None, trace: bool = False):
+def comm_hook(
+    algorithm: str = AUTO, *, link: Link | None = None, trace: bool = False
+) -> RingtreeHook:
     """A DDP communication hook that averages each gradient bucket with ringtree's
     ``algorithm`` (``auto`` or an all-reduce algorithm name; RingtreeError otherwise).
 

@@ -96,7 +96,7 @@ def summary(result: LabResult, price: Price | None = None) -> dict[str, Any]:
         measured = sum(c["measured_s"] for c in cells)
         predicted = sum(c["predicted_s"] for c in cells)
         sent = [c["sent_per_worker"] for c in cells]
-        step_s = sum(rr.step_end_s[-1] - rr.step_start_s[0] for rr in ranks) / len(ranks)
+        train_s = sum(rr.step_end_s[-1] - rr.step_start_s[0] for rr in ranks) / len(ranks)
         info: dict[str, Any] = {
             "first_loss": cells[0]["loss"] if cells else None,
             "final_loss": cells[-1]["loss"] if cells else None,
@@ -106,15 +106,16 @@ def summary(result: LabResult, price: Price | None = None) -> dict[str, Any]:
             "comm_measured_s": measured,
             "comm_predicted_s": predicted,
             "sent_per_worker_per_step": (sum(sent) / len(sent)) if None not in sent else None,
-            "train_s": step_s,
+            "train_s": train_s,
+            "steps_per_second": len(cells) / train_s if train_s > 0 else None,
         }
         if price is not None and cells:
             per_step = measured / len(cells)
-            money = comm_money(per_step, price, steps_per_second=len(cells) / step_s)
+            money = comm_money(per_step, price, steps_per_second=info["steps_per_second"])
             info["usd_comm_per_step"] = money.usd_per_step
             info["usd_comm_per_day"] = money.usd_per_day
             info["usd_comm_run"] = money.usd_per_step * len(cells)
-            info["usd_run"] = step_s * price.usd_per_second
+            info["usd_run"] = train_s * price.usd_per_second
         out["runs"][run] = info
     if price is not None:
         out["price_cluster_hour"] = price.usd_per_hour
