@@ -13,9 +13,8 @@ from ringtree.algorithms import build
 from ringtree.collectives import Collective
 from ringtree.commands import args as A
 from ringtree.cost.money import Price
-from ringtree.cost.select import short_time
+from ringtree.cost.select import AUTO, short_time
 from ringtree.errors import RingtreeError
-from ringtree.integrations.ddp import AUTO
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.units import format_bytes, format_usd
 

@@ -3,10 +3,10 @@
 One process per training run (``PyTorch's all-reduce (gloo)``, ``ringtree's hook``), one
 track per rank (``rank r``), all on one clock (0 = the first step of the first run). On each
 rank's track, nested: a slice per training step (``step k``, forward + backward + optimizer),
-inside it a slice per gradient bucket's all-reduce (``bucket i``, args: bytes, algorithm,
-measured and predicted seconds, the transport's byte counts), and, for ringtree's run when the
-engine recorded them, inside that the engine's slices per send, receive and reduce (args:
-bytes, chunk, peer, step of the schedule, phase; laid out by
+inside it a slice per gradient bucket's all-reduce (``bucket i``, args: training step,
+bucket, bytes, algorithm, measured and predicted seconds, the transport's byte counts), and,
+for ringtree's run when the engine recorded them, inside that the engine's slices per send,
+receive and reduce (args: bytes, chunk, peer, step of the schedule, phase; laid out by
 :func:`ringtree.trace.chrome.to_chrome_trace`, so sends and receives that overlap go to extra
 lanes of the same rank).
 """
@@ -18,6 +18,10 @@ from typing import Any
 from ringtree.lab.ddp import RUN_TITLES, LabResult
 from ringtree.trace.chrome import to_chrome_trace
 from ringtree.units import format_bytes
+
+# BucketRecord fields a bucket slice shows in its args.
+BUCKET_ARGS = ("bytes", "algorithm", "n_chunks", "measured_s", "predicted_s", "bytes_sent",
+               "bytes_received")  # fmt: skip
 
 
 def _slice(pid: int, tid: int, name: str, cat: str, start_s: float, end_s: float, t0: float,
@@ -40,11 +44,11 @@ def lab_chrome_trace(result: LabResult) -> dict[str, Any]:
         for rr in ranks:
             for k, (start, end) in enumerate(zip(rr.step_start_s, rr.step_end_s, strict=True)):
                 out.append(_slice(pid, rr.rank, f"step {k + 1}", "step", start, end, t0,
-                                  {"step": k + 1, "loss": rr.losses[k]}))  # fmt: skip
+                                  {"training_step": k + 1, "loss": rr.losses[k]}))  # fmt: skip
             for b in rr.buckets:
                 name = f"bucket {b['index']} ({format_bytes(b['bytes'])}, {b['algorithm']})"
-                args = {key: b[key] for key in ("step", "index", "bytes", "algorithm",
-                        "measured_s", "predicted_s", "bytes_sent", "bytes_received")}  # fmt: skip
+                args = {"training_step": b["step"], "bucket": b["index"]}
+                args.update((key, b[key]) for key in BUCKET_ARGS)
                 out.append(_slice(pid, rr.rank, name, "bucket", b["t_start_s"], b["t_end_s"],
                                   t0, args))  # fmt: skip
     cfg = result.config
