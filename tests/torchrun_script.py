@@ -2,6 +2,7 @@
 as in a user's training script. Prints one JSON line per rank."""
 
 import json
+import sys
 
 import numpy as np
 import torch
@@ -16,5 +17,7 @@ ringtree.all_reduce(x)
 y = np.arange(6, dtype=np.int64) * (rank + 1)
 work = ringtree.all_reduce(y, op="max", async_op=True)
 work.wait()
-print(json.dumps({"rank": rank, "sum": float(x[0]), "max": y.tolist()}), flush=True)
+# one write per line: the ranks share torchrun's stdout pipe, and a write this small is atomic
+sys.stdout.write(json.dumps({"rank": rank, "sum": float(x[0]), "max": y.tolist()}) + "\n")
+sys.stdout.flush()
 dist.destroy_process_group()
