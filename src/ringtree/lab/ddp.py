@@ -13,7 +13,6 @@ checks that the ranks agree and how far the two runs drift apart.
 from __future__ import annotations
 
 import pickle
-import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -155,7 +154,7 @@ def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
         job = Path(folder) / "job.pkl"
         with open(job, "wb") as f:
             pickle.dump((config, runs, folder), f)
-        env = {"GLOO_SOCKET_IFNAME": loopback_interface(), "OMP_NUM_THREADS": "1"}
+        env = {"OMP_NUM_THREADS": "1"}  # the launcher binds gloo to the loopback interface
         outcome = launch(config.ranks, "gloo", ["-m", "ringtree.lab.worker", str(job)],
                          timeout_s=config.timeout_s, env=env)  # fmt: skip
         if not outcome.ok:
@@ -167,13 +166,6 @@ def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
     out = {run: [rank_runs[i] for rank_runs in per_rank] for i, run in enumerate(runs)}
     n_params = n_parameters(build_tutor(config.seed, config.tutor))
     return LabResult(config, out, n_params, time.perf_counter() - start)
-
-
-def loopback_interface() -> str:
-    """The name of the loopback network interface, for GLOO_SOCKET_IFNAME (gloo then binds
-    127.0.0.1 only): ``lo`` on Linux, ``lo0`` on macOS."""
-    names = [name for _, name in socket.if_nameindex()]
-    return next((n for n in names if n in ("lo", "lo0")), "lo")
 
 
 def failure_message(outcome: Any, timeout_s: float) -> str:
