@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ringtree.runtime.launch import launch
+from ringtree.runtime.launch import free_port, launch
 from ringtree.runtime.runs import oversubscription_warning
 
 HERE = Path(__file__).parent
@@ -146,3 +146,17 @@ def test_demo_traces_verifies_and_compares_with_the_model():
     assert "verified against torch.distributed" in text
     assert "equal to the schedule's" in text
     assert "measured" in text and "predicted" in text
+
+
+def test_inside_a_program_started_by_torchrun():
+    free = str(free_port())
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", free, str(HERE / "torchrun_script.py")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert sorted(d["rank"] for d in lines) == [0, 1]
+    for d in lines:
+        assert d["sum"] == 3.0 and d["max"] == [0, 2, 4, 6, 8, 10]

@@ -148,6 +148,15 @@ def test_measured_events_start_at_zero_and_overlaps_get_a_second_lane():
     assert_nested(trace)
 
 
+def test_an_explicit_t0_puts_runs_on_one_clock():
+    t = 50.0
+    events = [TraceEvent(0, "send", 1, 0, 1, 8, t + 2e-6, t + 3e-6)]
+    shifted = slices(to_chrome_trace(events, t0_s=t))
+    assert [(e["ts"], e["dur"]) for e in shifted] == [(2.0, 1.0)]
+    assert [e["ts"] for e in slices(to_chrome_trace(events))] == [0.0]
+    assert slices(to_chrome_trace([], t0_s=t, n_ranks=2)) == []
+
+
 def test_write_chrome_trace_and_a_bad_path(tmp_path):
     path = tmp_path / "t.json"
     trace = schedule_chrome_trace(build("all-gather", "ring", 3), 30, 4, LINK)

@@ -288,12 +288,15 @@ def call(
     slice_bytes: int | None,
     step_done_s: list[float] | None = None,
     after: Any = None,
+    recorder: Any = None,
 ) -> Work | None:
     """The one entry point behind the five collectives (``outbuf`` None: in place);
     ``after()``, if given, runs once the collective is done (before an async Work completes).
 
     ``step_done_s``, when a list, receives the time (``time.perf_counter``) at which this
-    rank finished each step of the schedule (for traces and ``ringtree demo``). A call of a
+    rank finished each step of the schedule (for traces and ``ringtree demo``); ``recorder``,
+    a :class:`ringtree.trace.events.Recorder`, receives a TraceEvent per send, receive and
+    reduce of every message (see :mod:`ringtree.runtime.executor`). A call of a
     shape seen before (same sizes, dtypes, op, root, algorithm, group size and rank) skips
     validation and planning: ~10 us from the call to its first message.
     """
@@ -344,7 +347,8 @@ def call(
                 root if col.has_root else None, plan.n_chunks, plan.slice_bytes,
             )  # fmt: skip
             fingerprint.exchange(transport, x, sig, timeout_s)
-        ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s)
+        ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s,
+                      recorder=recorder)  # fmt: skip
         execute(plan.prog, transport, kernels_for(x), plan.rop or ReduceOp.SUM, x, y, n, ctx)
         if after is not None:
             after()

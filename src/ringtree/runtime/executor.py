@@ -10,6 +10,13 @@ step by step instead: post the step's operations together, wait for all, apply.
 
 Every wait is bounded by the call's deadline; a peer that dies or stops answering becomes a
 PeerError naming the peer and the step.
+
+Tracing: given a :class:`ringtree.trace.events.Recorder`, the executor records one TraceEvent
+per message (a slice of a chunk): ``send`` from the moment it starts posting the message to
+the moment the engine has taken it (the wire time shows on the receiver), ``recv`` from
+posting the receive to the data's arrival (waiting for the sender included), ``reduce``
+around the reduction of the arrived data into the rank's own. The grouped loop posts a step's
+messages together, so their send and recv events span the whole exchange.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from ringtree.collectives import ReduceOp
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
+from ringtree.trace.events import Recorder, TraceEvent
 
 
 @dataclass
@@ -32,11 +40,13 @@ class Context:
     label: e.g. ``all-reduce (ring)``; timeout_s: the call's limit; step_done_s: if a list,
     filled with one time (perf_counter) per step: when this rank had applied the step's last
     message (a step it receives nothing in counts as done with the step before).
+    recorder: if given, receives a TraceEvent per send, receive and reduce (module doc).
     """
 
     label: str
     timeout_s: float
     step_done_s: list[float] | None = field(default=None)
+    recorder: Recorder | None = field(default=None)
 
 
 def execute(
@@ -98,9 +108,14 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
     r_req: list[Any] = [None] * n_recvs
     posted_s = posted_r = 0
     marks = ctx.step_done_s
+    rec = ctx.recorder
+    r_posted_at = [0.0] * n_recvs if rec is not None else []
 
     def view(loc):  # noqa: ANN001, ANN202
         return bufs[loc[0]][loc[1] : loc[2]]
+
+    def event(kind: str, o: Any, buf: Any, start: float) -> None:
+        _record(rec, prog, kind, o, transport.nbytes(buf), start)
 
     def finish_send(i: int) -> None:
         if not s_done[i]:
@@ -112,20 +127,30 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
         # block while the connection's I/O thread is busy with an outgoing message
         while posted_r < n_recvs and recvs[posted_r].post_after <= i:
             ro = recvs[posted_r]
+            if rec is not None:
+                r_posted_at[posted_r] = rec.clock()
             r_req[posted_r] = transport.recv(view(ro.land), ro.peer)
             posted_r += 1
         while posted_s < n_sends and sends[posted_s].ready <= i:
             so = sends[posted_s]
+            start = rec.clock() if rec is not None else 0.0
             s_req[posted_s] = transport.send(view(so.loc), so.peer)
+            if rec is not None:
+                event("send", so, view(so.loc), start)
             posted_s += 1
         if i == n_recvs:
             break
         here = recvs[i].step
         ro = recvs[i]
         wait(r_req[i], ro.peer, ro.step, sending=False)
+        if rec is not None:
+            event("recv", ro, view(ro.land), r_posted_at[i])
         for si in ro.apply_sends:
             finish_send(si)
+        start = rec.clock() if rec is not None else 0.0
         _apply(ro, kernels, op, view)
+        if rec is not None and ro.reduce:
+            event("reduce", ro, view(ro.land), start)
         if marks is not None and (i + 1 == n_recvs or recvs[i + 1].step != here):
             now = time.perf_counter()
             marks.extend([now] * (here + 1 - len(marks)))
@@ -136,8 +161,13 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
 
 
 def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa: ANN001
+    rec = ctx.recorder
+
     def view(loc):  # noqa: ANN001, ANN202
         return bufs[loc[0]][loc[1] : loc[2]]
+
+    def event(kind: str, o: Any, buf: Any, start: float) -> None:
+        _record(rec, prog, kind, o, transport.nbytes(buf), start)
 
     by_step_s: dict[int, list] = {}
     by_step_r: dict[int, list] = {}
@@ -149,19 +179,35 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
         snd, rcv = by_step_s.get(k, []), by_step_r.get(k, [])
         if not snd and not rcv:
             continue
+        start = rec.clock() if rec is not None else 0.0
         reqs = transport.exchange(
             [(view(so.loc), so.peer) for so in snd], [(view(ro.land), ro.peer) for ro in rcv]
         )
         peer = rcv[0].peer if rcv else snd[0].peer  # coalesced requests: name one peer
         for req in reqs:
             wait(req, peer, k, sending=not rcv)
+        if rec is not None:
+            for kind, ops, where in (("send", snd, "loc"), ("recv", rcv, "land")):
+                for o in ops:
+                    event(kind, o, view(getattr(o, where)), start)
         for ro in rcv:
+            start = rec.clock() if rec is not None else 0.0
             _apply(ro, kernels, op, view)
+            if rec is not None and ro.reduce:
+                event("reduce", ro, view(ro.land), start)
         if ctx.step_done_s is not None:
             now = time.perf_counter()
             ctx.step_done_s.extend([now] * (k + 1 - len(ctx.step_done_s)))
     if ctx.step_done_s is not None:
         ctx.step_done_s.extend([time.perf_counter()] * (prog.n_steps - len(ctx.step_done_s)))
+
+
+def _record(rec: Recorder | None, prog: Program, kind: str, o: Any, nbytes: int,
+            start_s: float) -> None:  # fmt: skip
+    """Append the event of SendOp/RecvOp ``o`` (``kind``) from ``start_s`` until now."""
+    assert rec is not None
+    rec.events.append(TraceEvent(rec.rank, kind, o.step + 1, o.chunk, o.peer, nbytes, start_s,
+                                 rec.clock(), prog.phases[o.step]))  # fmt: skip
 
 
 def _apply(ro, kernels, op: ReduceOp, view: Callable) -> None:  # noqa: ANN001

@@ -109,6 +109,7 @@ def launch(
         try:
             if backend == "gloo":
                 port = str(free_port())
+                base.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
                 for r in range(n):
                     e = {**base, "RANK": str(r), "WORLD_SIZE": str(n), "LOCAL_RANK": str(r),
                          "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1",
@@ -204,3 +205,10 @@ def write_result(rank: int, data: dict[str, Any]) -> None:
         tmp = Path(folder) / f".rank{rank}.json"
         tmp.write_text(json.dumps(data))
         tmp.rename(Path(folder) / f"rank{rank}.json")
+
+
+def loopback_interface() -> str:
+    """The name of the loopback network interface, for GLOO_SOCKET_IFNAME (gloo then binds
+    127.0.0.1 only): ``lo`` on Linux, ``lo0`` on macOS."""
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in names if n in ("lo", "lo0")), "lo")

@@ -44,6 +44,10 @@ class MpiTransport(Transport):
         self._MPI = MPI
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         super().__init__(self.comm.Get_rank(), self.comm.Get_size())
+        local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS")
+        sharing = int(local) if local else self.size
+        # more ranks than cores: never spin, a spinning rank holds the core its peer needs
+        self.spin_s = SPIN_S if sharing <= (os.cpu_count() or 1) else 0.0
 
     def _send(self, buf: Buffer, peer: int) -> Any:
         return self.comm.Isend([_bytes_view(buf), self._MPI.BYTE], dest=peer, tag=TAG)
@@ -53,13 +57,13 @@ class MpiTransport(Transport):
 
     def wait(self, req: Any, timeout_s: float) -> None:
         """Poll ``req.Test()`` (which drives MPI's progress) until done: spinning for the
-        first SPIN_S, then yielding the core between polls; TransportTimeout after
-        ``timeout_s`` seconds."""
+        first SPIN_S (not at all when the node has more ranks than cores), then yielding the
+        core between polls; TransportTimeout after ``timeout_s`` seconds."""
         test = req.Test
         if test():
             return
         now = time.perf_counter()
-        spin_until, deadline = now + SPIN_S, now + timeout_s
+        spin_until, deadline = now + self.spin_s, now + timeout_s
         while not test():
             now = time.perf_counter()
             if now > spin_until:

@@ -47,17 +47,19 @@ MAX_SLICES = 16
 
 @dataclass(frozen=True, slots=True)
 class SendOp:
-    """Send ``loc`` to ``peer`` at ``step``, once ``ready`` receives have been applied."""
+    """Send ``loc`` (a slice of the schedule's ``chunk``) to ``peer`` at ``step``, once
+    ``ready`` receives have been applied."""
 
     peer: int
     step: int
+    chunk: int
     loc: Location
     ready: int
 
 
 @dataclass(frozen=True, slots=True)
 class RecvOp:
-    """Receive from ``peer`` at ``step`` into ``land``; then apply it.
+    """Receive a slice of ``chunk`` from ``peer`` at ``step`` into ``land``; then apply it.
 
     reduce: ``out = acc (op) land``; else copy ``land`` to ``out`` (``out`` None: nothing to
     do, the data landed where it belongs). ``post_after``: receives to apply before posting
@@ -68,6 +70,7 @@ class RecvOp:
 
     peer: int
     step: int
+    chunk: int
     land: Location
     reduce: bool
     acc: Location | None
@@ -155,18 +158,19 @@ def compile_program(
         return (OUTPUT, r[0] - out_offset, r[1] - out_offset)
 
     # Pass 1: this rank's operations in program order, per step (sends, then receives).
-    steps: list[tuple[list[tuple[int, tuple[int, int]]], list[tuple[int, tuple[int, int], bool]]]]
-    steps = []
+    # per step: sends (peer, region, chunk), receives (peer, region, reduce?, chunk)
+    steps: list[tuple[list[tuple[int, tuple[int, int], int]],
+                      list[tuple[int, tuple[int, int], bool, int]]]] = []  # fmt: skip
     last_write: dict[tuple[int, int], int] = {}
     n_recv = 0
     for step in s.steps:
         snd, rcv = [], []
         for t in step.transfers:
             if t.src == rank:
-                snd.extend((t.dst, r) for r in regions(t.chunk))
+                snd.extend((t.dst, r, t.chunk) for r in regions(t.chunk))
             if t.dst == rank:
                 for r in regions(t.chunk):
-                    rcv.append((t.src, r, t.action is Action.REDUCE))
+                    rcv.append((t.src, r, t.action is Action.REDUCE, t.chunk))
                     last_write[r] = n_recv
                     n_recv += 1
         steps.append((snd, rcv))
@@ -187,11 +191,11 @@ def compile_program(
         return slot
 
     for k, (snd, rcv) in enumerate(steps):
-        for peer, r in snd:
+        for peer, r, chunk in snd:
             where = loc.get(r, (INPUT, r[0], r[1]))
             readers.setdefault(where, []).append((len(sends), k))
-            sends.append(SendOp(peer, k, where, written.get(r, -1) + 1))
-        for peer, r, is_reduce in rcv:
+            sends.append(SendOp(peer, k, chunk, where, written.get(r, -1) + 1))
+        for peer, r, is_reduce, chunk in rcv:
             i = len(recvs)
             final = last_write[r] == i and r in kept
             acc = loc.get(r, (INPUT, r[0], r[1]))
@@ -215,6 +219,7 @@ def compile_program(
                 RecvOp(
                     peer,
                     k,
+                    chunk,
                     land,
                     is_reduce,
                     acc if is_reduce else None,

@@ -32,26 +32,35 @@ def _slice_name(e: TraceEvent) -> str:
     return f"{e.kind} c{e.chunk}{peer}"
 
 
-def _pack_lanes(spans: list[tuple[int, int, TraceEvent]]) -> list[int]:
-    """For spans sorted by (start, longest first): the lowest lane of their rank where the span
-    nests inside the open spans (or starts after them)."""
+def _pack_lanes(spans: list[tuple[int, int, TraceEvent]]) -> list[tuple[int, int, int]]:
+    """For spans sorted by (start, longest first): ``(lane, start, end)`` with the lowest lane
+    of their rank where the span nests inside the open spans (or starts after them).
+
+    Times are whole nanoseconds rounded one by one, so a span may poke out of its parent or
+    overlap the one before by 1 ns; such a span is trimmed to fit rather than sent to a lane
+    of its own."""
     open_ends: dict[int, list[list[int]]] = {}
-    lanes = []
+    out = []
     for start, end, e in spans:
         stacks = open_ends.setdefault(e.rank, [])
         lane = 0
         while lane < len(stacks):
             stack = stacks[lane]
-            while stack and stack[-1] <= start:  # spans over by now
-                stack.pop()
-            if not stack or end <= stack[-1]:  # nests in the innermost open span
+            while stack and stack[-1] <= start + _SLACK_NS:  # spans over by now
+                start = max(start, stack.pop())
+            if not stack or end <= stack[-1] + _SLACK_NS:  # nests in the innermost open span
+                end = min(end, stack[-1]) if stack else end
                 break
             lane += 1
         else:
             stacks.append([])
+        end = max(start, end)
         stacks[lane].append(end)
-        lanes.append(lane)
-    return lanes
+        out.append((lane, start, end))
+    return out
+
+
+_SLACK_NS = 1
 
 
 def to_chrome_trace(
@@ -61,20 +70,24 @@ def to_chrome_trace(
     pid: int = 0,
     n_ranks: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    t0_s: float | None = None,
 ) -> dict[str, Any]:
     """The trace-event JSON object for ``events`` (of one run), ready for ``json.dump``.
 
     ``run`` names the process; ``pid`` lets several runs share one file (concatenate their
     ``traceEvents``); ``n_ranks`` gives every rank a track, even one without events
-    (default: the highest rank seen + 1); ``metadata`` goes to ``otherData``.
+    (default: the highest rank seen + 1); ``metadata`` goes to ``otherData``; ``t0_s`` is the
+    time written as 0 (default: the earliest event), so that runs sharing a file share a clock.
     """
     evs = list(events)
-    t0 = min((e.t_start_s for e in evs), default=0.0)
+    t0 = min((e.t_start_s for e in evs), default=0.0) if t0_s is None else t0_s
     spans = sorted(
         ((round((e.t_start_s - t0) * 1e9), round((e.t_end_s - t0) * 1e9), e) for e in evs),
         key=lambda x: (x[0], x[0] - x[1], x[2].rank, KINDS.index(x[2].kind)),
     )
-    lanes = _pack_lanes(spans)
+    packed = _pack_lanes(spans)
+    lanes = [lane for lane, _, _ in packed]
+    spans = [(a, b, e) for (_, a, b), (_, _, e) in zip(packed, spans, strict=True)]
     n_ranks = max([n_ranks or 0, *(e.rank + 1 for e in evs)])
     n_lanes = max(lanes, default=0) + 1
     out: list[dict[str, Any]] = [

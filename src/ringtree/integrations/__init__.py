@@ -1,0 +1,1 @@
+"""ringtree inside other frameworks: a DDP communication hook (:mod:`.ddp`)."""
