@@ -252,7 +252,7 @@ def metadata(sweep: Sweep) -> dict[str, Any]:
 
 def run_sweep(sweep: Sweep, progress: Callable[[int, int], None] | None = None) -> BenchResult:
     """Measure ``sweep`` on local processes. ``progress(done, total)`` is called (from another
-    thread) as cells finish. RingtreeError on bad settings (before any process starts),
+    thread) as the timed calls go. RingtreeError on bad settings (before any process starts),
     BenchFailed when a rank fails (every process is gone by then)."""
     validate_sweep(sweep)
     todo = cells(sweep)
