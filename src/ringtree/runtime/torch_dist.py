@@ -4,7 +4,9 @@ Uses the process group's own ``send``/``recv`` (group-local ranks, one C++ call 
 none of the Python checks of ``dist.isend``). NCCL is a grouped engine: a step's operations
 are posted together through ``batch_isend_irecv`` so that two ranks sending to each other
 cannot deadlock. Waits are bounded: gloo raises after the timeout and immediately when the
-peer's connection closes; both become TransportTimeout / TransportClosed.
+peer's connection closes; both become TransportTimeout / TransportClosed. A post that fails
+at once (gloo refuses to send on a pair whose peer has gone) returns a failed request that
+raises TransportClosed when waited, where the executor knows the peer and the step.
 
 Full duplex on gloo: a gloo connection carries both directions of a pair through one socket
 and one lock, and a send written by the caller's thread holds that lock while the I/O thread
@@ -60,11 +62,17 @@ class TorchTransport(Transport):
 
     def _send(self, buf: Buffer, peer: int) -> Any:
         down = peer < self.rank and buf.nbytes >= DUPLEX_MIN_BYTES
-        return (self.down if down else self.group).send([buf], peer, TAG)
+        try:
+            return (self.down if down else self.group).send([buf], peer, TAG)
+        except RuntimeError as e:
+            return _Failed(e)
 
     def _recv(self, buf: Buffer, peer: int) -> Any:
         down = peer > self.rank and buf.nbytes >= DUPLEX_MIN_BYTES
-        return (self.down if down else self.group).recv([buf], peer, TAG)
+        try:
+            return (self.down if down else self.group).recv([buf], peer, TAG)
+        except RuntimeError as e:
+            return _Failed(e)
 
     def exchange(
         self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]]
@@ -81,7 +89,10 @@ class TorchTransport(Transport):
         for buf, peer in recvs:
             self.bytes_received += self.nbytes(buf)
             ops.append(dist.P2POp(dist.irecv, buf, group=self.group, tag=TAG, group_peer=peer))
-        return list(dist.batch_isend_irecv(ops)) if ops else []
+        try:
+            return list(dist.batch_isend_irecv(ops)) if ops else []
+        except RuntimeError as e:
+            return [_Failed(e)]
 
     def wait(self, req: Any, timeout_s: float) -> None:
         """``Work.wait`` with a timeout (at least 1 ms: gloo reads 0 ms as "no timeout")."""
@@ -92,6 +103,16 @@ class TorchTransport(Transport):
             if "Timed out" in msg or "timed out" in msg:
                 raise TransportTimeout(msg) from None
             raise TransportClosed(_short(msg)) from None
+
+
+class _Failed:
+    """A post that raised: waiting for it raises the post's error (``Work.wait``'s shape)."""
+
+    def __init__(self, error: RuntimeError) -> None:
+        self.error = error
+
+    def wait(self, timeout: timedelta) -> None:
+        raise self.error
 
 
 def _short(msg: str) -> str:
