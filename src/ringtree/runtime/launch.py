@@ -1,11 +1,12 @@
 """Start N local worker processes on 127.0.0.1 and collect what each one reports.
 
 ``gloo``: N Python processes with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR=
-127.0.0.1, MASTER_PORT=a free port). ``mpi``: one ``mpirun -n N`` (Open MPI gets
-``--oversubscribe``, and ``--allow-run-as-root`` when run as root). Each rank writes its
-result as JSON to ``<dir>/rank<r>.json``; the launcher waits for all, kills every process it
-started (its whole process group) when the time is up or when any rank fails, and returns
-the results with each rank's exit status and last error line. Nothing is left running.
+127.0.0.1, MASTER_PORT=a free port; OMP_NUM_THREADS=cores // N unless set). ``mpi``: one
+``mpirun -n N`` (Open MPI gets ``--oversubscribe``, and ``--allow-run-as-root`` when run as
+root). Each rank writes its result as JSON to ``<dir>/rank<r>.json``; the launcher waits for
+all, kills every process it started (its whole process group) when the time is up or when any
+rank fails, and returns the results with each rank's exit status and last error line. Nothing
+is left running.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def launch(
         raise RingtreeError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     with tempfile.TemporaryDirectory(prefix="ringtree-") as tmp:
         base = {**os.environ, **(env or {}), RESULT_DIR_ENV: tmp, "PYTHONUNBUFFERED": "1"}
+        # torchrun's policy: the ranks share this machine's cores (runtime/threads.py)
+        base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
         errs = [Path(tmp) / f"stderr{r}.txt" for r in range(n)]
         procs: list[subprocess.Popen] = []
         try:

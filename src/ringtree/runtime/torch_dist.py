@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from ringtree.runtime.threads import share_cores
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
 
 #: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
@@ -56,6 +57,8 @@ class TorchTransport(Transport):
         self.kind = str(dist.get_backend(pg))
         self.grouped = self.kind == "nccl"
         self.down = pg  # the group that carries messages to lower ranks
+        if self.kind == "gloo" and pg.size() > 1:
+            share_cores(pg.size())
         if self.kind == "gloo" and pg.size() > 1 and os.environ.get("RINGTREE_DUPLEX") != "0":
             ranks = dist.get_process_group_ranks(pg)
             self.down = dist.new_group(ranks, backend="gloo", use_local_synchronization=True)
