@@ -160,3 +160,29 @@ def test_inside_a_program_started_by_torchrun():
     assert sorted(d["rank"] for d in lines) == [0, 1]
     for d in lines:
         assert d["sum"] == 3.0 and d["max"] == [0, 2, 4, 6, 8, 10]
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc to list processes")
+def test_a_terminated_run_stops_the_processes_it_started():
+    before = worker_pids()
+    proc = subprocess.Popen(
+        [*RINGTREE, "run", "-n", "2", "all-reduce", "--size", "64KiB",
+         "--iters", "1000000", "--no-check"],  # fmt: skip
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(worker_pids() - before) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(worker_pids() - before) == 2, "the ranks never started"
+        proc.terminate()
+        assert proc.wait(timeout=30) == 128 + 15
+        deadline = time.monotonic() + 10
+        while worker_pids() - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not worker_pids() - before, "ranks left running after SIGTERM"
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid in worker_pids() - before:  # whatever a failure left behind
+            os.kill(pid, 9)
