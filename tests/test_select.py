@@ -5,6 +5,7 @@ import pytest
 
 from ringtree.algorithms import BuildSpec, algorithms_for
 from ringtree.collectives import Collective
+from ringtree.cost.host import HostLink, HostModel
 from ringtree.cost.links import PRESETS, get_link
 from ringtree.cost.model import INTER, INTRA
 from ringtree.cost.predict import predict
@@ -77,6 +78,22 @@ def test_ties_go_to_the_ring_but_clear_wins_do_not():
     assert huge.algorithm == "ring"  # ... but under 1 % apart: the ring stays
     mid = choose("all-reduce", 8, 64 * 10**6, nv, itemsize=4, env=NO_ENV)
     assert mid.algorithm == "rabenseifner"
+
+
+def test_on_one_machine_ties_go_to_the_fewest_steps():
+    # constants fitted on 2 gloo processes on 2 cores: there a one-chunk tree (2 steps) is
+    # priced within 1 % of recursive doubling (1 step) and measured 13-30 % slower at 1-4 MiB
+    host = HostModel(cores=2, alpha_s=8.2e-6, message_s=199e-6, bandwidth_Bps=3.2e9)
+    link = HostLink("gloo-2x2cores", bandwidth_Bps=1.43e9, alpha_s=384e-6, host=host)
+    c = choose("all-reduce", 2, 4 << 20, link, itemsize=4, env=NO_ENV)
+    by_name = {x.algorithm: x for x in c.candidates}
+    tree, rec = by_name["tree"], by_name["recursive"]
+    assert abs(tree.time_s / rec.time_s - 1) < TIE_TOLERANCE  # a tie, tree registered first
+    assert tree.prediction.steps == 2 and rec.prediction.steps == 1
+    assert c.algorithm == "recursive"
+    forced = choose("all-reduce", 2, 4 << 20, link, itemsize=4,
+                    env={"RINGTREE_ALGO": "tree,recursive"})  # fmt: skip
+    assert forced.algorithm == "recursive"  # the same rule among the allowed ones
 
 
 def test_tuned_chunks_beat_every_power_of_two():

@@ -16,7 +16,10 @@ reported with every prediction.
 Ties. The model cannot resolve differences of a percent, so among candidates within
 ``TIE_TOLERANCE`` of the fastest, auto takes the one registered first (ring before the others):
 on large buffers, where the ring and recursive halving/doubling differ only by a few alphas,
-it keeps the ring.
+it keeps the ring. On one machine (a calibrated profile's one-machine model) ties go to the
+fewest steps instead: each step there is a hand-off between processes that the scheduler can
+delay, which the fitted constants average away (measured, 2 gloo ranks: a one-chunk tree,
+priced within 1 % of recursive doubling at 1-4 MiB, ran 13-30 % slower than it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 from ringtree.algorithms import BuildSpec, algorithms_for
 from ringtree.collectives import Collective
 from ringtree.cost.closed_forms import has_closed_form
+from ringtree.cost.host import prices_on_host
 from ringtree.cost.links import LinkSpec
 from ringtree.cost.predict import DEFAULT_MODEL, predict
 from ringtree.cost.prediction import Prediction
@@ -142,10 +146,12 @@ def candidates(
     return out, skipped
 
 
-def fastest(cands: list[Candidate]) -> Candidate:
-    """The first-registered candidate within TIE_TOLERANCE of the lowest time."""
+def fastest(cands: list[Candidate], *, fewest_steps: bool = False) -> Candidate:
+    """The first-registered candidate within TIE_TOLERANCE of the lowest time; with
+    ``fewest_steps``, the one of those with the fewest steps (then the first registered)."""
     low = min(c.time_s for c in cands)
-    return next(c for c in cands if c.time_s <= low * (1 + TIE_TOLERANCE))
+    tied = [c for c in cands if c.time_s <= low * (1 + TIE_TOLERANCE)]
+    return min(tied, key=lambda c: c.prediction.steps) if fewest_steps else tied[0]
 
 
 @dataclass(frozen=True)
@@ -257,11 +263,13 @@ def choose(
             f"no algorithm of {col.value} can run here: "
             + "; ".join(f"{k}: {v}" for k, v in skipped.items())
         )
-    automatic = fastest(cands)
+    by_steps = prices_on_host(links, n_ranks, spec or BuildSpec())
+    automatic = fastest(cands, fewest_steps=by_steps)
     if not allowed:
         return Choice(automatic, automatic, cands, skipped, forced=False)
     runnable = [c for c in cands if c.algorithm in allowed]
     if not runnable:
         name = allowed[0]
         raise RingtreeError(f"{ENV_VAR}={raw} cannot run here: {skipped.get(name, name)}")
-    return Choice(fastest(runnable), automatic, cands, skipped, forced=True, env=raw)
+    chosen = fastest(runnable, fewest_steps=by_steps)
+    return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
