@@ -99,3 +99,17 @@ def test_spread_is_the_10_90_percentile_range_over_the_median():
     assert spread([1.0] * 10) == 0.0
     assert spread([1.0]) == 0.0
     assert spread(list(range(1, 12))) == pytest.approx((10 - 2) / 6)
+
+
+def test_pipelined_algorithms_take_the_tuned_chunk_count_or_the_fixed_one():
+    from ringtree.bench.sweep import Sweep, cells
+
+    sizes = (4096, 16 << 20)
+    tuned_cells = cells(Sweep(n_ranks=4, sizes=sizes))
+    fixed_cells = cells(Sweep(n_ranks=4, sizes=sizes, chunks=1))
+    tuned = {(c["size_bytes"], a): k for c in tuned_cells for a, k in c["algorithms"]}
+    fixed = {(c["size_bytes"], a): k for c in fixed_cells for a, k in c["algorithms"]}
+    assert tuned.keys() == fixed.keys()
+    assert tuned[(16 << 20, "tree")] > 1  # the loopback preset pipelines a 16 MiB tree
+    for (size, alg), k in fixed.items():
+        assert k == (1 if alg in ("tree", "dbtree") else None), (size, alg, k)

@@ -96,7 +96,8 @@ class Sweep:
     algorithm of each collective that runs on N ranks, then native if ``native``. iters:
     timed calls per line; None: as many as fill ``budget_s`` per size at the warm-up's pace
     (each algorithm of a size gets the same number), within min_iters..max_iters. link:
-    prices the chunk count of pipelined algorithms (None: the engine's link for the backend).
+    prices the chunk count of pipelined algorithms (None: the engine's link for the backend);
+    chunks: that count, fixed instead.
     """
 
     n_ranks: int
@@ -116,6 +117,7 @@ class Sweep:
     timeout_s: float = 60.0
     link: Link | None = None
     native: bool = True
+    chunks: int | None = None
 
 
 def plan_algorithms(sweep: Sweep, col: Collective) -> list[str]:
@@ -198,15 +200,14 @@ def cells(sweep: Sweep) -> list[dict[str, Any]]:
             for a in names:
                 chunks = None
                 if a != NATIVE and (col, a) in PIPELINED and count:
-                    chunks = tuned(
-                        col,
-                        a,
-                        sweep.n_ranks,
-                        count * itemsize,
-                        link,
-                        itemsize=itemsize,
-                        spec=BuildSpec(root=sweep.root),
-                    ).n_chunks
+                    at = BuildSpec(root=sweep.root)
+                    nbytes = count * itemsize
+                    chunks = (
+                        sweep.chunks
+                        or tuned(
+                            col, a, sweep.n_ranks, nbytes, link, itemsize=itemsize, spec=at
+                        ).n_chunks
+                    )
                 algs.append([a, chunks])
             out.append({"collective": col.value, "size_bytes": size, "algorithms": algs})
     return out

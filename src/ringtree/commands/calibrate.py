@@ -113,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
         results = [BenchResult.load(path) for path in args.source]
     else:
         for backend in dict.fromkeys(args.backend):
-            sweep = sweep_from(args, native=False, backend=backend, min_iters=FIT_MIN_ITERS)
+            # unpipelined: on one machine the fitted model gains nothing from more chunks (each
+            # costs messages, none saves CPU), so the profile runs them with one chunk; the fit
+            # must see them so (a pipelined tree hid a one-chunk tree's slowness at 1-4 MiB)
+            sweep = sweep_from(args, native=False, backend=backend, min_iters=FIT_MIN_ITERS,
+                               chunks=1)  # fmt: skip
             found = measure(sweep, args.quiet)
             if found is None:
                 return 1

@@ -164,6 +164,7 @@ def sweep_from(
     native: bool = True,
     backend: str | None = None,
     min_iters: int = DEFAULT_MIN_ITERS,
+    chunks: int | None = None,
 ) -> Sweep:
     """The Sweep the options describe (RingtreeError on bad sizes)."""
     algs = None
@@ -187,6 +188,7 @@ def sweep_from(
         timeout_s=args.timeout,
         link=link,
         native=native,
+        chunks=chunks,
         **kw,
     )
 
