@@ -46,7 +46,7 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
                         "slice_bytes": int(rng.choice([64, 4096, 1 << 22])),
                         "numpy": bool(rng.integers(0, 2)), "async": bool(rng.integers(0, 4) == 0),
                     })  # fmt: skip
-    for col in Collective:  # messages of >= 1 MiB: gloo sends them on a second group
+    for col in Collective:  # large messages (MiBs, several slices per chunk)
         for alg in algorithms_for(col)[:2]:
             out.append({
                 "collective": col.value, "algorithm": alg, "count": 700_001, "op": "sum",
