@@ -8,7 +8,7 @@ the slowest rank's time); a cell's ratio is the median of the per-iteration rati
 ringtree/native, so the machine's noise hits both sides alike. Every cell is also a
 correctness check: ``wrong`` counts ranks whose first ringtree result differed from native.
 
-    python bench/engine_vs_native.py                       # the whole table (~2 min)
+    python bench/engine_vs_native.py                       # the whole table (~5 min)
     python bench/engine_vs_native.py --ranks 4 --sizes 1MiB,4MiB --backends gloo --json
 
 Bars (issue 5): all-reduce ratio <= 1.10 at >= 1 MiB and <= 1.5 below (gloo); reduce-scatter
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", default="2,4", help="comma-separated N (default 2,4)")
     p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"default {DEFAULT_SIZES}")
-    p.add_argument("--iters", type=int, default=10, help="timed iterations per cell")
+    p.add_argument("--iters", type=int, default=30, help="timed iterations per cell (default 30)")
     p.add_argument("--backends", default="gloo,mpi", help="gloo and/or mpi")
     p.add_argument("--algorithm", default="auto", help="ringtree's algorithm (default auto)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
