@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringtree.algorithms import algorithms_for, build
@@ -46,16 +46,58 @@ def test_program_sends_exactly_the_schedules_bytes(n, count):
         for rank in range(n):
             in_place = s.collective is not Collective.REDUCE_SCATTER
             prog = compile_program(s, rank, count, 4, in_place=in_place, slice_bytes=64)
-            elems = sum(op.loc[2] - op.loc[1] for op in prog.sends)
+            elems = sum(size(op.post) for _, op in messages(prog.sends))
+            assert elems == sum(size(op.loc) for op in prog.sends)  # every part sent once
             assert elems * 4 == s.bytes_sent(rank, count, 4), (s.algorithm, s.collective)
-            received = sum(op.land[2] - op.land[1] for op in prog.recvs)
+            received = sum(size(op.post) for _, op in messages(prog.recvs))
             assert received * 4 == s.bytes_received(rank, count, 4)
+            parts = sum(size(op.land) for op in prog.recvs)  # every part lands once
+            assert parts == received
+
+
+def size(loc) -> int:  # noqa: ANN001
+    return loc[2] - loc[1]
+
+
+def messages(ops):  # noqa: ANN001, ANN201
+    """(index, op) of the ops that post a message (the first part of each)."""
+    return [(i, op) for i, op in enumerate(ops) if op.lead == i]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 3000), st.sampled_from([4, 64, 1000, 1 << 22]),
+       st.sampled_from([1, 4]), st.data())  # fmt: skip
+def test_sender_and_receiver_cut_every_message_the_same_way(n, count, slice_bytes, itemsize,
+                                                            data):  # fmt: skip
+    s = data.draw(st.sampled_from(list(every_schedule(n))))
+    in_place = s.collective is not Collective.REDUCE_SCATTER
+    progs = [compile_program(s, r, count, itemsize, in_place=in_place, slice_bytes=slice_bytes)
+             for r in range(n)]  # fmt: skip
+    for a in range(n):
+        for b in range(n):
+            sent = [(op.step, size(op.post)) for _, op in messages(progs[a].sends) if op.peer == b]
+            got = [(op.step, size(op.post)) for _, op in messages(progs[b].recvs) if op.peer == a]
+            assert sent == got, (s.algorithm, s.collective, a, b)
+    for prog in progs:  # a message never outgrows a slice, except a single region
+        for i, op in messages(prog.recvs):
+            n_parts = sum(1 for o in prog.recvs if o.lead == i)
+            assert n_parts == 1 or size(op.post) * itemsize <= slice_bytes
+
+
+def test_recursive_halving_sends_each_half_as_one_message():
+    s = build(Collective.REDUCE_SCATTER, "recursive", 8)
+    prog = compile_program(s, 0, 8000, 4, in_place=False)
+    assert [(op.step, size(op.post)) for _, op in messages(prog.sends)] == [
+        (0, 4000), (1, 2000), (2, 1000)
+    ]  # fmt: skip
+    assert len(prog.sends) == 4 + 2 + 1  # one part per chunk, three messages
 
 
 def test_scratch_slots_are_disjoint_and_counted():
     s = build(Collective.ALL_REDUCE, "ring", 4)
     prog = compile_program(s, 1, 1003, 4, in_place=True, slice_bytes=100)
-    slots = sorted((op.land[1], op.land[2]) for op in prog.recvs if op.land[0] == SCRATCH)
+    slots = sorted([(op.land[1], op.land[2]) for op in prog.recvs if op.land[0] == SCRATCH]
+                   + [(op.post[1], op.post[2]) for op in prog.sends if op.pack])  # fmt: skip
     assert all(a[1] <= b[0] for a, b in zip(slots, slots[1:], strict=False))
     assert prog.scratch_elems == sum(b - a for a, b in slots)
 

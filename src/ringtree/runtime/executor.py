@@ -110,6 +110,7 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
     marks = ctx.step_done_s
     rec = ctx.recorder
     r_posted_at = [0.0] * n_recvs if rec is not None else []
+    parts_s, parts_r = _parts(prog) if rec is not None else ({}, {})
 
     def view(loc):  # noqa: ANN001, ANN202
         return bufs[loc[0]][loc[1] : loc[2]]
@@ -118,6 +119,7 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
         _record(rec, prog, kind, o, transport.nbytes(buf), start)
 
     def finish_send(i: int) -> None:
+        i = sends[i].lead  # a part of a message: done when its message is
         if not s_done[i]:
             wait(s_req[i], sends[i].peer, sends[i].step, sending=True)
             s_done[i] = True
@@ -127,24 +129,30 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
         # block while the connection's I/O thread is busy with an outgoing message
         while posted_r < n_recvs and recvs[posted_r].post_after <= i:
             ro = recvs[posted_r]
-            if rec is not None:
-                r_posted_at[posted_r] = rec.clock()
-            r_req[posted_r] = transport.recv(view(ro.land), ro.peer)
+            if ro.post is not None:  # the first part posts the message
+                if rec is not None:
+                    r_posted_at[posted_r] = rec.clock()
+                r_req[posted_r] = transport.recv(view(ro.post), ro.peer)
             posted_r += 1
         while posted_s < n_sends and sends[posted_s].ready <= i:
             so = sends[posted_s]
-            start = rec.clock() if rec is not None else 0.0
-            s_req[posted_s] = transport.send(view(so.loc), so.peer)
-            if rec is not None:
-                event("send", so, view(so.loc), start)
+            if so.post is not None:  # the first part posts the message
+                start = rec.clock() if rec is not None else 0.0
+                _pack(so, kernels, view)
+                s_req[posted_s] = transport.send(view(so.post), so.peer)
+                if rec is not None:
+                    for j in parts_s[posted_s]:
+                        event("send", sends[j], view(sends[j].loc), start)
             posted_s += 1
         if i == n_recvs:
             break
         here = recvs[i].step
         ro = recvs[i]
-        wait(r_req[i], ro.peer, ro.step, sending=False)
-        if rec is not None:
-            event("recv", ro, view(ro.land), r_posted_at[i])
+        if ro.post is not None:
+            wait(r_req[i], ro.peer, ro.step, sending=False)
+            if rec is not None:
+                for j in parts_r[i]:
+                    event("recv", recvs[j], view(recvs[j].land), r_posted_at[i])
         for si in ro.apply_sends:
             finish_send(si)
         start = rec.clock() if rec is not None else 0.0
@@ -171,8 +179,11 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
 
     by_step_s: dict[int, list] = {}
     by_step_r: dict[int, list] = {}
+    parts_of_s: dict[int, list] = {}
     for so in prog.sends:
-        by_step_s.setdefault(so.step, []).append(so)
+        parts_of_s.setdefault(so.step, []).append(so)
+        if so.post is not None:  # the first part of each message sends all of it
+            by_step_s.setdefault(so.step, []).append(so)
     for ro in prog.recvs:
         by_step_r.setdefault(ro.step, []).append(ro)
     for k in range(prog.n_steps):
@@ -180,14 +191,17 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
         if not snd and not rcv:
             continue
         start = rec.clock() if rec is not None else 0.0
+        rcv_posts = [ro for ro in rcv if ro.post is not None]
+        for so in snd:
+            _pack(so, kernels, view)
         reqs = transport.exchange(
-            [(view(so.loc), so.peer) for so in snd], [(view(ro.land), ro.peer) for ro in rcv]
+            [(view(so.post), so.peer) for so in snd], [(view(ro.post), ro.peer) for ro in rcv_posts]
         )
         peer = rcv[0].peer if rcv else snd[0].peer  # coalesced requests: name one peer
         for req in reqs:
             wait(req, peer, k, sending=not rcv)
         if rec is not None:
-            for kind, ops, where in (("send", snd, "loc"), ("recv", rcv, "land")):
+            for kind, ops, where in (("send", parts_of_s.get(k, []), "loc"), ("recv", rcv, "land")):
                 for o in ops:
                     event(kind, o, view(getattr(o, where)), start)
         for ro in rcv:
@@ -208,6 +222,24 @@ def _record(rec: Recorder | None, prog: Program, kind: str, o: Any, nbytes: int,
     assert rec is not None
     rec.events.append(TraceEvent(rec.rank, kind, o.step + 1, o.chunk, o.peer, nbytes, start_s,
                                  rec.clock(), prog.phases[o.step]))  # fmt: skip
+
+
+def _parts(prog: Program) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """For the trace: the parts (indices) of each message, by the index of its first part."""
+    out: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
+    for parts, ops in zip(out, (prog.sends, prog.recvs), strict=True):
+        for j, o in enumerate(ops):
+            parts.setdefault(o.lead, []).append(j)
+    return out
+
+
+def _pack(so, kernels, view: Callable) -> None:  # noqa: ANN001
+    """Copy the parts of a message that do not lie side by side into its send slot."""
+    at = so.post[1]
+    for part in so.pack:
+        n = part[2] - part[1]
+        kernels.copy(view((so.post[0], at, at + n)), view(part))
+        at += n
 
 
 def _apply(ro, kernels, op: ReduceOp, view: Callable) -> None:  # noqa: ANN001
