@@ -68,7 +68,7 @@ class SendOp:
     chunk: int
     loc: Location
     ready: int
-    lead: int = -1
+    lead: int
     post: Location | None = None
     pack: tuple[Location, ...] = ()
 
@@ -94,7 +94,7 @@ class RecvOp:
     out: Location | None
     post_after: int
     apply_sends: tuple[int, ...]
-    lead: int = -1
+    lead: int
     post: Location | None = None
 
 
