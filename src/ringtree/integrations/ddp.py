@@ -119,6 +119,25 @@ def _default_link(kind: str, n_ranks: int) -> Link:
     return link_for(kind, n_ranks)
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One hook call: the bucket's buffer, the group, and the bucket's place in the step."""
+
+    group: Any
+    buf: torch.Tensor
+    n: int
+    rank: int
+    count: int
+    itemsize: int
+    step: int
+    index: int
+
+    @property
+    def nbytes(self) -> int:
+        """The bucket's size in bytes."""
+        return self.count * self.itemsize
+
+
 @dataclass
 class _Ledger:
     """What both hooks share: counting steps, pricing a bucket, keeping the records."""
@@ -127,12 +146,23 @@ class _Ledger:
     records: list[BucketRecord] = field(default_factory=list)
     step: int = 1
 
-    def start(self, bucket: dist.GradBucket) -> tuple[int, int]:
-        """``(step, index)`` of this bucket; a bucket DDP marks last ends the step."""
-        step, index = self.step, bucket.index()
+    def open(self, state: Any, bucket: dist.GradBucket) -> _Call:
+        """This call's bucket, group and place in the step; a bucket DDP marks last ends the
+        step."""
+        group = _group_or_error(state)
+        buf = bucket.buffer()
+        call = _Call(group, buf, group.size(), group.rank(), buf.numel(), buf.element_size(),
+                     self.step, bucket.index())  # fmt: skip
         if bucket.is_last():
             self.step += 1
-        return step, index
+        return call
+
+    def add(self, call: _Call, start: float, end: float, **rest: Any) -> None:
+        """Record ``call``, timed from ``start`` to ``end``; ``rest``: the hook's own fields."""
+        self.records.append(BucketRecord(
+            rank=call.rank, step=call.step, index=call.index, bytes=call.nbytes,
+            itemsize=call.itemsize, measured_s=end - start, t_start_s=start, t_end_s=end, **rest,
+        ))  # fmt: skip
 
     def price(self, algorithm: str, n_ranks: int, nbytes: int, itemsize: int, kind: str,
               n_chunks: int | None = None) -> tuple[float, str]:  # fmt: skip
@@ -175,39 +205,33 @@ class RingtreeHook:
         self, state: Any, bucket: dist.GradBucket
     ) -> torch.futures.Future[torch.Tensor]:  # DDP checks these two annotations
         """All-reduce ``bucket.buffer()`` in place to the ranks' mean (see the module doc)."""
-        group = _group_or_error(state)
         from ringtree.runtime import api
 
-        buf = bucket.buffer()
-        n, rank = group.size(), group.rank()
-        count, itemsize = buf.numel(), buf.element_size()
-        step, index = self._ledger.start(bucket)
-        transport = api.transport_for(group)
+        c = self._ledger.open(state, bucket)
+        transport = api.transport_for(c.group)
         algorithm, n_chunks = api.resolve(
-            Collective.ALL_REDUCE, self.algorithm, n, count, itemsize,
+            Collective.ALL_REDUCE, self.algorithm, c.n, c.count, c.itemsize,
             algo_env=api.settings(transport).algo, kind=transport.kind,
         )  # fmt: skip
-        recorder = Recorder(rank) if self.trace else None
+        recorder = Recorder(c.rank) if self.trace else None
         sent0, received0, _ = transport.counters()
         start = time.perf_counter()
-        buf.div_(n)
-        api.call(Collective.ALL_REDUCE, buf, None, op=ReduceOp.SUM, root=0, algorithm=algorithm,
-                 group=group, async_op=False, timeout=None, check=None, n_chunks=n_chunks,
-                 ranks_per_node=None, slice_bytes=None, recorder=recorder)  # fmt: skip
+        c.buf.div_(c.n)
+        api.call(Collective.ALL_REDUCE, c.buf, None, op=ReduceOp.SUM, root=0,
+                 algorithm=algorithm, group=c.group, async_op=False, timeout=None, check=None,
+                 n_chunks=n_chunks, ranks_per_node=None, slice_bytes=None,
+                 recorder=recorder)  # fmt: skip
         end = time.perf_counter()
         sent1, received1, _ = transport.counters()
         if recorder is not None:
             self.events.extend(recorder.events)
-        predicted_s, link = self._ledger.price(algorithm, n, count * itemsize, itemsize,
+        predicted_s, link = self._ledger.price(algorithm, c.n, c.nbytes, c.itemsize,
                                                transport.kind, n_chunks)  # fmt: skip
-        self._ledger.records.append(BucketRecord(
-            rank=rank, step=step, index=index, bytes=count * itemsize, itemsize=itemsize,
-            algorithm=algorithm, n_chunks=n_chunks, link=link, measured_s=end - start,
-            predicted_s=predicted_s, bytes_sent=sent1 - sent0,
-            bytes_received=received1 - received0, t_start_s=start, t_end_s=end,
-        ))  # fmt: skip
+        self._ledger.add(c, start, end, algorithm=algorithm, n_chunks=n_chunks, link=link,
+                         predicted_s=predicted_s, bytes_sent=sent1 - sent0,
+                         bytes_received=received1 - received0)  # fmt: skip
         fut: torch.futures.Future = torch.futures.Future()
-        fut.set_result(buf)
+        fut.set_result(c.buf)
         return fut
 
 
@@ -273,23 +297,15 @@ class RecordingHook:
         self, state: Any, bucket: dist.GradBucket
     ) -> torch.futures.Future[torch.Tensor]:  # DDP checks these two annotations
         """Run the wrapped hook; record when its future completes."""
-        group = _group_or_error(state)
-        buf = bucket.buffer()
-        n, rank = group.size(), group.rank()
-        count, itemsize = buf.numel(), buf.element_size()
-        step, index = self._ledger.start(bucket)
-        predicted_s, link = self._ledger.price(self.algorithm, n, count * itemsize, itemsize,
-                                               dist.get_backend(group))  # fmt: skip
-        records, start = self._ledger.records, time.perf_counter()
+        c = self._ledger.open(state, bucket)
+        predicted_s, link = self._ledger.price(self.algorithm, c.n, c.nbytes, c.itemsize,
+                                               dist.get_backend(c.group))  # fmt: skip
+        start = time.perf_counter()
 
         def done(fut: torch.futures.Future) -> torch.Tensor:
-            end = time.perf_counter()
-            records.append(BucketRecord(
-                rank=rank, step=step, index=index, bytes=count * itemsize, itemsize=itemsize,
-                algorithm=self.label, n_chunks=None, link=link, measured_s=end - start,
-                predicted_s=predicted_s, bytes_sent=None, bytes_received=None,
-                t_start_s=start, t_end_s=end,
-            ))  # fmt: skip
+            self._ledger.add(c, start, time.perf_counter(), algorithm=self.label, n_chunks=None,
+                             link=link, predicted_s=predicted_s, bytes_sent=None,
+                             bytes_received=None)  # fmt: skip
             return fut.value()
 
         return self.hook(state, bucket).then(done)
