@@ -12,6 +12,7 @@ from ringtree.runtime.program import (
     INPUT,
     MAX_SLICES,
     OUTPUT,
+    RING_SLOTS,
     SCRATCH,
     compile_program,
     slice_bounds,
@@ -95,11 +96,38 @@ def test_recursive_halving_sends_each_half_as_one_message():
 
 def test_scratch_slots_are_disjoint_and_counted():
     s = build(Collective.ALL_REDUCE, "ring", 4)
-    prog = compile_program(s, 1, 1003, 4, in_place=True, slice_bytes=100)
+    prog = compile_program(s, 1, 1003, 4, in_place=True, slice_bytes=100, recycle=False)
     slots = sorted([(op.land[1], op.land[2]) for op in prog.recvs if op.land[0] == SCRATCH]
                    + [(op.post[1], op.post[2]) for op in prog.sends if op.pack])  # fmt: skip
     assert all(a[1] <= b[0] for a, b in zip(slots, slots[1:], strict=False))
     assert prog.scratch_elems == sum(b - a for a, b in slots)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 3000), st.sampled_from([4, 64, 1000, 1 << 22]),
+       st.sampled_from(["ring", "tree", "dbtree", "recursive", "rabenseifner"]))  # fmt: skip
+def test_in_place_all_reduce_recycles_landing_slots_only_once_applied(n, count, slice_bytes,
+                                                                      alg):  # fmt: skip
+    """Reduced messages land in RING_SLOTS recycled slots: a message is posted into a slot
+    only after every earlier message that landed there has been applied, and the partial
+    sums go to the tensor itself, so no send ever reads a recycled slot."""
+    s = build(Collective.ALL_REDUCE, alg, n)
+    for rank in range(n):
+        prog = compile_program(s, rank, count, 4, in_place=True, slice_bytes=slice_bytes)
+        recycled = [(i, op) for i, op in messages(prog.recvs) if op.reduce]
+        assert len({op.post[1] for _, op in recycled}) <= RING_SLOTS
+        for i, op in recycled:
+            assert op.post_after <= i  # posted by the time it is waited for
+            for j, earlier in recycled:
+                overlap = earlier.post[1] < op.post[2] and op.post[1] < earlier.post[2]
+                if j < i and overlap:
+                    last_part = max(q for q, o in enumerate(prog.recvs) if o.lead == j)
+                    assert op.post_after > last_part
+        for op in prog.recvs:
+            assert not op.reduce or op.out[0] == INPUT  # partial sums in place
+        slots = {(op.post[1], op.post[2]) for _, op in recycled}
+        for so in prog.sends:  # nothing is ever sent from a recycled slot
+            assert so.loc[0] != SCRATCH or not any(a <= so.loc[1] < b for a, b in slots)
 
 
 def test_reduce_scatter_never_writes_its_input():
@@ -112,14 +140,32 @@ def test_reduce_scatter_never_writes_its_input():
     assert sum(op.out[2] - op.out[1] for op in finals) == prog.out_elems == 1000
 
 
-def test_ring_all_reduce_lands_gathered_chunks_in_place_except_its_sent_chunk():
-    """All-gather data goes straight into the tensor, except the chunk this rank sent from
-    the tensor in step 1 (overwriting it would race with that send): that one is copied."""
+def test_ring_all_reduce_lands_every_gathered_chunk_in_place():
+    """All-gather data goes straight into the tensor, over the chunks this rank sent from it
+    in the reduce-scatter: each such receive is posted once that send is done, in a later
+    step than the send's (so that waiting for it cannot deadlock)."""
     s = build(Collective.ALL_REDUCE, "ring", 4)
     prog = compile_program(s, 0, 4000, 4, in_place=True)
+    gathered = [op for op in prog.recvs if not op.reduce]
+    assert len(gathered) == 3 and all(op.land[0] == INPUT and op.out is None for op in gathered)
+    for op in gathered:  # each lands on a chunk sent in the reduce-scatter
+        (si,) = op.post_sends
+        sent = prog.sends[si]
+        assert sent.loc == op.land and sent.step < op.step
+        assert prog.recvs[op.post_after].step == sent.step + 1
+
+
+def test_a_grouped_program_stages_what_lands_over_sent_data():
+    """Engines that post a whole step at once (NCCL) get the old layout: one slot per
+    message, the chunk sent in step 1 copied into place after that send is done."""
+    s = build(Collective.ALL_REDUCE, "ring", 4)
+    prog = compile_program(s, 0, 4000, 4, in_place=True, recycle=False)
     gathered = [op for op in prog.recvs if not op.reduce]
     direct = [op for op in gathered if op.land[0] == INPUT]
     staged = [op for op in gathered if op.land[0] == SCRATCH]
     assert len(direct) == 2 and len(staged) == 1
-    assert staged[0].out == (INPUT, 0, 1000)  # chunk 0, sent by rank 0 at step 1
-    assert staged[0].apply_sends  # and it waits for that send before the copy
+    assert staged[0].out == (INPUT, 0, 1000)
+    assert staged[0].apply_sends
+    assert not any(op.post_sends for op in prog.recvs)
+    slots = [op.land for op in prog.recvs if op.land[0] == SCRATCH]
+    assert len(set(slots)) == len(slots)  # no slot reused

@@ -181,9 +181,11 @@ def _program(
     itemsize: int,
     in_place: bool,
     slice_bytes: int,
+    recycle: bool = True,
 ) -> Program:
     s = schedule(col, algorithm, n, root, n_chunks, rpn)
-    return compile_program(s, rank, count, itemsize, in_place=in_place, slice_bytes=slice_bytes)
+    return compile_program(s, rank, count, itemsize, in_place=in_place, slice_bytes=slice_bytes,
+                           recycle=recycle)  # fmt: skip
 
 
 # -- async work ------------------------------------------------------------------------------
@@ -312,14 +314,14 @@ def call(
         sb = int(slice_bytes or env.slice_bytes)
         key = (col, n, rank, type(x), x.dtype, y.dtype, getattr(x, "device", None),
                getattr(y, "device", None), _numel(x), _numel(y), y is x, op, root, algorithm,
-               n_chunks, ranks_per_node, sb, env.algo)  # fmt: skip
+               n_chunks, ranks_per_node, sb, env.algo, transport.grouped)  # fmt: skip
         try:
             plan = _plans.get(key)
         except TypeError:  # an unhashable op object: plan every time
             key = None
         if plan is None:
             plan = _make_plan(col, x, y, op, root, algorithm, n, rank, n_chunks,
-                              ranks_per_node, sb, env.algo, transport.kind)  # fmt: skip
+                              ranks_per_node, sb, env.algo, transport)  # fmt: skip
             if key is not None:
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
@@ -369,16 +371,18 @@ def _make_plan(
     ranks_per_node: int | None,
     slice_bytes: int,
     algo_env: str,
-    kind: str,
+    transport: Transport,
 ) -> _Plan:
-    """Validate the call, resolve the algorithm, compile the rank's program."""
+    """Validate the call, resolve the algorithm, compile the rank's program (for posting
+    one by one, or a step at a time on a grouped transport)."""
     rop = _parse_op(op) if col.reduces else None
     count = _validate(col, x, y, rop, root, n, rank)
     itemsize = x.element_size() if hasattr(x, "element_size") else x.itemsize
-    name, chunks = resolve(col, algorithm, n, count, itemsize, root, n_chunks, algo_env, kind)
+    name, chunks = resolve(col, algorithm, n, count, itemsize, root, n_chunks, algo_env,
+                           transport.kind)  # fmt: skip
     in_place = y is x or col is Collective.ALL_GATHER
     prog = _program(col, name, n, root, chunks, ranks_per_node, rank, count, itemsize,
-                    in_place, slice_bytes)  # fmt: skip
+                    in_place, slice_bytes, not transport.grouped)  # fmt: skip
     return _Plan(prog, rop, name, chunks, count, slice_bytes, f"{col.value} ({name})")
 
 

@@ -3,9 +3,10 @@
 The pipelined loop applies receives in program order and, before each blocking wait, posts
 every send whose data is ready and every receive whose landing place is free, so messages of
 the next step are in flight while this step's slices are reduced. The only waits on sends are
-before a final write over sent data, for sends of the current step or earlier, which every
-peer completes without waiting on this rank's later steps (no deadlock for any valid
-schedule, by induction over the steps). Grouped transports (NCCL) run
+before a write over sent data and before posting a receive that lands over data sent in an
+earlier step -- always for sends of the current step or earlier, which every peer completes
+without waiting on this rank's later steps (no deadlock for any valid schedule, by
+induction over the steps). Grouped transports (NCCL) run
 step by step instead: post the step's operations together, wait for all, apply.
 
 Every wait is bounded by the call's deadline; a peer that dies or stops answering becomes a
@@ -124,16 +125,8 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
             wait(s_req[i], sends[i].peer, sends[i].step, sending=True)
             s_done[i] = True
 
-    for i in range(n_recvs + 1):
-        # receives first: a peer's data can only flow into a posted receive, and gloo posts
-        # block while the connection's I/O thread is busy with an outgoing message
-        while posted_r < n_recvs and recvs[posted_r].post_after <= i:
-            ro = recvs[posted_r]
-            if ro.post is not None:  # the first part posts the message
-                if rec is not None:
-                    r_posted_at[posted_r] = rec.clock()
-                r_req[posted_r] = transport.recv(view(ro.post), ro.peer)
-            posted_r += 1
+    def post_sends(i: int) -> None:
+        nonlocal posted_s
         while posted_s < n_sends and sends[posted_s].ready <= i:
             so = sends[posted_s]
             if so.post is not None:  # the first part posts the message
@@ -144,6 +137,22 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
                     for j in parts_s[posted_s]:
                         event("send", sends[j], view(sends[j].loc), start)
             posted_s += 1
+
+    for i in range(n_recvs + 1):
+        # receives first: a peer's data can only flow into a posted receive, and gloo posts
+        # block while the connection's I/O thread is busy with an outgoing message
+        while posted_r < n_recvs and recvs[posted_r].post_after <= i:
+            ro = recvs[posted_r]
+            if ro.post is not None:  # the first part posts the message
+                if ro.post_sends:  # it lands over data sent in an earlier step
+                    post_sends(i)
+                    for si in ro.post_sends:
+                        finish_send(si)
+                if rec is not None:
+                    r_posted_at[posted_r] = rec.clock()
+                r_req[posted_r] = transport.recv(view(ro.post), ro.peer)
+            posted_r += 1
+        post_sends(i)
         if i == n_recvs:
             break
         here = recvs[i].step

@@ -14,10 +14,18 @@ Where data lives (no copy where none is needed):
   straight into the output view. So intermediate results never touch the input (the input
   of reduce-scatter and a non-root's input to reduce stay as they were) and no buffer is
   overwritten while a send may still be reading it;
+* except in an in-place all-reduce, whose input is its output: there every partial sum goes
+  straight to its place (after the sends that read the old value are done), so a reduced
+  message's landing slot is free once applied, and the messages take turns in RING_SLOTS
+  slots (a message is posted into a slot once the one before it there is applied). The
+  landing memory stays in cache and nothing is copied out: on 4 gloo ranks on 2 cores the
+  reductions of a 64 MiB all-reduce took half the time (27 ms of 4 ranks' time per call
+  instead of 54), the call 5-8 % less (medians of 3 interleaved runs, 15-20 calls each);
 * a copy lands directly in the output view when it is the region's final write and no send
-  ever read that view; otherwise in a scratch slot, copied out when final. (Landing over
-  sent data would mean waiting for the send before posting the receive: an extra blocking
-  wait, which on a loaded machine costs a scheduler wake-up; a copy costs ~50 us per 2 MiB.)
+  still reads that view: sends of earlier steps are waited for just before posting it, once
+  a step after theirs is under way (so the wait cannot deadlock). Otherwise -- when a send
+  of the same step reads it, or the engine posts a whole step at once (``recycle=False``,
+  NCCL) -- it lands in a scratch slot and is copied out when final.
 
 Merging: in a step, the regions one rank sends another that are contiguous in the layout and
 move the same way (all reduced, or all copied) travel as one message of up to ``slice_bytes``
@@ -30,12 +38,14 @@ or their final place when every part can land there) and are applied one by one.
 
 Hazards are resolved statically: each send records how many receives must be applied before
 it may be posted; each receive records how many receives must be applied before it is posted
-(a direct landing over data an earlier reduce reads), and the sends that must finish before
-it is applied (a final write over data that was sent).
+(a direct landing over data an earlier reduce reads, a recycled slot), the sends that must
+finish before it is posted (a direct landing over data sent in an earlier step) and before
+it is applied (a write over data that was sent).
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -54,6 +64,8 @@ Location = tuple[int, int, int]
 DEFAULT_SLICE_BYTES = 4 * 1024 * 1024
 #: At most this many slices per chunk (each message costs tens of microseconds in Python).
 MAX_SLICES = 16
+#: Landing slots an in-place all-reduce recycles for its reduced messages (see the module doc).
+RING_SLOTS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +94,9 @@ class RecvOp:
     (a direct landing must not overwrite data an earlier reduce still reads);
     ``apply_sends``: sends (indices) that must finish before applying (a final write over
     data that was sent). ``lead``: index of the receive that posts the message carrying this
-    part (itself for the first part); the lead posts into ``post``, all its parts' landings.
+    part (itself for the first part); the lead posts into ``post``, all its parts' landings,
+    once the sends in ``post_sends`` have finished (a direct landing over data sent in an
+    earlier step).
     """
 
     peer: int
@@ -96,6 +110,7 @@ class RecvOp:
     apply_sends: tuple[int, ...]
     lead: int
     post: Location | None = None
+    post_sends: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,11 +166,15 @@ def compile_program(
     *,
     in_place: bool,
     slice_bytes: int = DEFAULT_SLICE_BYTES,
+    recycle: bool = True,
 ) -> Program:
     """Compile ``rank``'s sends and receives for ``count`` elements.
 
     in_place: the output buffer is the input buffer (all-reduce, broadcast, reduce,
     all-gather); reduce-scatter writes rank r's block into a separate output.
+    recycle: the program runs pipelined (receives posted one by one as their landing place
+    frees up), so landing slots may be reused within a step and a landing may wait for an
+    earlier step's send; False for engines that post a whole step at once (NCCL).
     """
     bounds = s.chunk_bounds(count)
     keep = set(result_chunks(s, rank))
@@ -204,6 +223,7 @@ def compile_program(
     scratch = 0
     kept = {r for c in keep for r in slices[c]}
     limit = max(1, slice_bytes // itemsize)
+    widest = max((r[1] - r[0] for c in range(s.n_chunks) for r in regions(c)), default=0)
 
     def new_slot(n: int) -> Location:
         nonlocal scratch
@@ -211,6 +231,12 @@ def compile_program(
         scratch += n
         return slot
 
+    # In-place all-reduce: partial sums go straight to their place (the input is the output),
+    # so reduced messages land in RING_SLOTS recycled slots, still in cache when reduced.
+    ring = RING_SLOTS if recycle and in_place and s.collective is Collective.ALL_REDUCE else 0
+    ring_slots: list[tuple[Location, int]] = []  # (slot, receives to apply before reuse)
+    r_steps: list[int] = []  # the step of each receive so far (ascending)
+    n_ring = 0
     for k, (snd, rcv) in enumerate(steps):
         base = len(sends)
         s_lead = _leads([(peer, r, red) for peer, r, _, red in snd], limit)
@@ -233,13 +259,32 @@ def compile_program(
                 finals = [last_write[rcv[q][1]] == base + q and rcv[q][1] in kept for q in parts]
                 dests = [home(rcv[q][1]) for q in parts]
                 dest_readers = [tuple(si for si, _ in readers.get(d, [])) for d in dests]
-                direct = not is_reduce and all(finals) and not any(dest_readers)
+                # a copy lands in place over data sent in an earlier step once that send is
+                # done (posted when this step starts, so waiting for it cannot deadlock)
+                earlier = recycle and all(sends[si].step < k for dr in dest_readers for si in dr)
+                direct = not is_reduce and all(finals) and (earlier or not any(dest_readers))
+                waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
+                if ring and is_reduce:
+                    if len(ring_slots) < ring:
+                        ring_slots.append((new_slot(max(min(limit, count), widest)), 0))
+                    slot, free_at = ring_slots[n_ring % ring]
+                    ring_slots[n_ring % ring] = (slot, base + parts[-1] + 1)
+                    n_ring += 1
+                    at = slot[1]
                 for q, final, dest, dr in zip(parts, finals, dests, dest_readers, strict=True):
                     r_q = rcv[q][1]
+                    n = r_q[1] - r_q[0]
                     if direct:  # lands where it belongs: nothing to apply
-                        landing[q] = (dest, None, written.get(r_q, -1) + 1, ())
+                        after = written.get(r_q, -1) + 1
+                        if waits:  # once a step after the last sender's is under way
+                            last = max(sends[si].step for si in waits)
+                            after = max(after, bisect.bisect_right(r_steps, last))
+                        landing[q] = (dest, None, after, ())
+                    elif ring and is_reduce:  # a recycled slot; the sum goes to its place
+                        landing[q] = ((SCRATCH, at, at + n), dest, free_at, dr)
+                        at += n
                     else:  # into a slot of its own; a final write goes on to its place
-                        land = new_slot(r_q[1] - r_q[0])
+                        land = new_slot(n)
                         out = dest if final else (land if is_reduce else None)
                         landing[q] = (land, out, 0, dr if final else ())
             land, out, post_after, apply_sends = landing[j]
@@ -251,9 +296,10 @@ def compile_program(
                 post_after = max(p[2] for p in parts)
             acc = loc.get(r, (INPUT, r[0], r[1])) if is_reduce else None
             recvs.append(RecvOp(peer, k, chunk, land, is_reduce, acc, out, post_after,
-                                apply_sends, lead, post))  # fmt: skip
+                                apply_sends, lead, post, waits if post else ()))  # fmt: skip
+            r_steps.append(k)
             final = last_write[r] == base + j and r in kept
-            loc[r] = home(r) if final else land
+            loc[r] = home(r) if final or (ring and is_reduce) else land
             written[r] = base + j
     result = tuple(r for c in sorted(keep) for r in slices[c])
     untouched = tuple(r for r in result if r not in written)
