@@ -20,8 +20,8 @@ def test_a_core_per_rank_sees_the_link_as_measured(kind):
 
 def test_shared_cores_shrink_bandwidth_by_how_bytes_move():
     """4 ranks on 2 cores: latency x 2^2.7 for both; loopback TCP keeps 1/sqrt(2) of its
-    bandwidth, shared memory (a CPU copy per byte) half of it, and there a reduced byte
-    costs numpy's add time x 2."""
+    bandwidth, shared memory (a CPU copy per byte) half of it, and a reduced byte costs
+    twice numpy's add time."""
     tcp, shm = link_for("gloo", 4, cores=2), link_for("mpi", 4, cores=2)
     loop = get_link("loopback")
     assert tcp.alpha_s == pytest.approx(loop.alpha_s * 2**2.7)
@@ -69,9 +69,15 @@ def test_mpi_auto_on_4_ranks_and_2_cores_reduces_less_from_1_mib(two_cores):
     assert pick(64 * MiB) == "ring"
 
 
-def test_mpi_auto_with_a_core_per_rank_keeps_recursive_doubling(two_cores):
-    for size in (MiB, 4 * MiB):
-        assert choose(Collective.ALL_REDUCE, 2, size, 4, kind="mpi", algo_env="")[0] == "recursive"
+@pytest.mark.parametrize("size", [64 * 1024, 256 * 1024, MiB, 4 * MiB])
+def test_mpi_auto_on_2_ranks_halves_the_reduction_from_512_kib(two_cores, size):
+    """N=2: the ring moves what recursive doubling moves in two steps instead of one, and
+    reduces half of it: alpha against gamma x S/2 (crossover 2 alpha / gamma = 500 kB)."""
+    alpha, gamma = 10e-6, 0.04e-9
+    ring, recursive = 2 * alpha + size / 2 * gamma, alpha + size * gamma  # same bytes sent
+    want = "ring" if ring < recursive else "recursive"
+    assert choose(Collective.ALL_REDUCE, 2, size, 4, kind="mpi", algo_env="")[0] == want
+    assert want == ("ring" if size >= MiB else "recursive")
 
 
 def test_ringtree_algo_forces_the_choice(two_cores):

@@ -4,20 +4,20 @@ the link the ranks actually see.
 gloo (and the in-process transport): the ``loopback`` preset -- gloo over 127.0.0.1 on the
 project's 2-core machine, alpha 128 us per step, 1.3 GB/s. MPI between local processes goes
 through shared memory: alpha 10 us, 8 GB/s (measured there with mpi4py: a 1 MiB exchange
-plus its reduction takes 140 us, 4 MiB 520 us). NCCL: ``pcie4`` (a guess; the topology is
-not known here). With more ranks than cores every message waits for a core, so alpha grows
-about as (N/cores)^2.7 (measured: a 6-step ring of 4 KiB takes 5 ms at N=4 on 2 cores);
-bandwidth shrinks as (N/cores)^-0.5 over loopback TCP (busbw 1.3 GB/s at N=2, 0.9 at N=4)
-but as (N/cores)^-1 over shared memory, where every byte is a copy by a CPU the ranks share
-(Open MPI's own all-reduce of 64 MiB: busbw 2.1 GB/s at N=2, 1.1 at N=4). Reductions then
-take CPU from the others' copies too: over shared memory a reduced byte costs 0.04 ns
-(numpy's float32 add in cache, 25 GB/s) times N/cores -- at N=4 on 2 cores, recursive
-doubling, which reduces the whole buffer at every step, took 1.5-1.8x Open MPI's time at
-1 MiB, Rabenseifner 1.35-1.4x. With a core per rank the same reductions did not show (N=2,
-1-4 MiB: recursive doubling 0.9-1.05x, the ring 1.05-1.15x), so they are not priced there.
-So few steps win at small sizes and when oversubscribed, few bytes (sent and reduced) at
-large sizes. RINGTREE_ALGO forces or restricts the choice, as
-NCCL_ALGO does for NCCL.
+plus its reduction takes 140 us, 4 MiB 520 us) and a reduced byte costs 0.04 ns (numpy's
+float32 add in cache, 25 GB/s), which is what sets recursive doubling (one step, the whole
+buffer reduced) apart from the ring (two steps, half of it) at N=2: measured with Open MPI
+5, the ring took 1.0-1.05x Open MPI's time at 1-4 MiB, recursive doubling 1.55-1.75x; at
+256 KiB recursive doubling was ahead. NCCL: ``pcie4`` (a guess; the topology is not known
+here). With more ranks than cores every message waits for a core, so alpha grows about as
+(N/cores)^2.7 (measured: a 6-step ring of 4 KiB takes 5 ms at N=4 on 2 cores); bandwidth
+shrinks as (N/cores)^-0.5 over loopback TCP (busbw 1.3 GB/s at N=2, 0.9 at N=4) but as
+(N/cores)^-1 over shared memory, where every byte is a copy by a CPU the ranks share (Open
+MPI's own all-reduce of 64 MiB: busbw 2.1 GB/s at N=2, 1.1 at N=4), and the reductions,
+CPU work too, cost N/cores times more (at N=4 on 2 cores, 1 MiB: recursive doubling 1.5-1.8x
+Open MPI's time, Rabenseifner 1.35-1.4x). So few steps win at small sizes and when
+oversubscribed, few bytes (sent and reduced) at large sizes. RINGTREE_ALGO forces or
+restricts the choice, as NCCL_ALGO does for NCCL.
 """
 
 from __future__ import annotations
@@ -33,16 +33,14 @@ from ringtree.cost.model import Link
 from ringtree.cost.select import choose as select_choose
 
 SHARED_MEMORY = Link(
-    "mpi-shm", 8e9, alpha_s=10e-6,
+    "mpi-shm", 8e9, alpha_s=10e-6, gamma_s_per_byte=0.04e-9,
     note="MPI between local processes (shared memory)",
     source="measured with mpi4py + Open MPI 5 on the project's 2-core machine: 1 MiB "
-    "exchange + reduce 140 us, 4 MiB 520 us",
+    "exchange + reduce 140 us, 4 MiB 520 us; numpy float32 add 25 GB/s in cache",
 )  # fmt: skip
 #: How bandwidth shrinks with N/cores > 1, by link: exponent of (N/cores)^-b (module doc).
 BANDWIDTH_EXPONENT = {"mpi-shm": 1.0}
 DEFAULT_BANDWIDTH_EXPONENT = 0.5
-#: What reducing a byte costs once ranks share cores, times N/cores (module doc), by link.
-SHARED_CORE_GAMMA = {"mpi-shm": 0.04e-9}
 
 
 def link_for(kind: str, n_ranks: int, cores: int | None = None) -> Link:
@@ -69,7 +67,7 @@ def oversubscribed(base: Link, n_ranks: int, cores: int | None = None) -> Link:
         base,
         alpha_s=base.alpha_s * over**2.7,
         bandwidth_Bps=base.bandwidth_Bps / over**b,
-        gamma_s_per_byte=(base.gamma_s_per_byte + SHARED_CORE_GAMMA.get(base.name, 0.0)) * over,
+        gamma_s_per_byte=base.gamma_s_per_byte * over,
         note=f"{base.note}; {n_ranks} processes on {cores} cores",
     )
 
