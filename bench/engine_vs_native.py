@@ -58,7 +58,7 @@ def worker(cfg: dict[str, Any]) -> None:
                         xb, ob = x, out
                     engine.barrier()
                     t0 = time.perf_counter()
-                    _call(engine, who, col, xb, ob, cfg["algorithm"])
+                    _call(engine, who, col, xb, ob, cfg["algorithms"][col])
                     elapsed = time.perf_counter() - t0
                     if it >= cfg["warmup"]:
                         times[who].append(elapsed)
@@ -95,7 +95,7 @@ def _algorithms(ringtree: Any, n: int, cfg: dict[str, Any]) -> dict[str, str]:
 
     return {
         f"{col}/{size}": api.resolve(
-            Collective.parse(col), cfg["algorithm"], n, size // 4, 4, kind=cfg["backend"]
+            Collective.parse(col), cfg["algorithms"][col], n, size // 4, 4, kind=cfg["backend"]
         )[0]
         for size in cfg["sizes"]
         for col in COLLECTIVES
@@ -103,12 +103,33 @@ def _algorithms(ringtree: Any, n: int, cfg: dict[str, Any]) -> dict[str, str]:
 
 
 # -- the driver ----------------------------------------------------------------------------
+def algorithms_per_collective(algorithm: str) -> dict[str, str]:
+    """The algorithm each collective runs for ``--algorithm``: the name where the collective
+    has it, else auto (noted on stderr); SystemExit(2) when neither collective has it."""
+    from ringtree.algorithms import algorithms_for
+    from ringtree.collectives import Collective
+
+    name = algorithm.strip().lower()
+    if name == "auto":
+        return dict.fromkeys(COLLECTIVES, "auto")
+    has = {c: name in algorithms_for(Collective.parse(c)) for c in COLLECTIVES}
+    if not any(has.values()):
+        known = sorted({a for c in COLLECTIVES for a in algorithms_for(Collective.parse(c))})
+        print(f"engine_vs_native: error: --algorithm {algorithm!r}: expected auto or one of "
+              f"{', '.join(known)}", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    for c in COLLECTIVES:
+        if not has[c]:
+            print(f"# {c} has no {name} algorithm: it runs auto", file=sys.stderr)
+    return {c: name if has[c] else "auto" for c in COLLECTIVES}
+
+
 def measure(backend: str, n: int, sizes: list[int], iters: int, algorithm: str) -> list[dict]:
     """Launch N ranks, return one row per (size, collective)."""
     from ringtree.runtime.launch import launch
 
     cfg = {"backend": backend, "sizes": sizes, "iters": iters, "warmup": 2,
-           "algorithm": algorithm}  # fmt: skip
+           "algorithms": algorithms_per_collective(algorithm)}  # fmt: skip
     out = launch(n, backend, [str(Path(__file__).resolve()), "--worker", json.dumps(cfg)],
                  timeout_s=1800)  # fmt: skip
     if not out.ok:
@@ -183,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     from ringtree.units import parse_size
 
     sizes = [parse_size(s) for s in args.sizes.split(",")]
+    algorithms_per_collective(args.algorithm)  # a bad name fails before any process starts
     rows = []
     for backend in args.backends.split(","):
         for n in (int(x) for x in args.ranks.split(",")):

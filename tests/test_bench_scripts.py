@@ -1,0 +1,34 @@
+"""bench/engine_vs_native.py: what --algorithm runs, and a bad name refused up front."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "engine_vs_native.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("engine_vs_native", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_an_algorithm_runs_where_the_collective_has_it_else_auto(capsys):
+    bench = load()
+    assert bench.algorithms_per_collective("Ring") == {"all-reduce": "ring",
+                                                       "reduce-scatter": "ring"}  # fmt: skip
+    got = bench.algorithms_per_collective("rabenseifner")
+    assert got == {"all-reduce": "rabenseifner", "reduce-scatter": "auto"}
+    assert "reduce-scatter has no rabenseifner algorithm: it runs auto" in capsys.readouterr().err
+
+
+def test_an_unknown_algorithm_exits_2_before_starting_anything(capsys):
+    with pytest.raises(SystemExit) as e:
+        load().main(["--algorithm", "bogus", "--ranks", "2", "--sizes", "4KiB"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--algorithm 'bogus': expected auto or one of" in err
