@@ -4,16 +4,17 @@ transport byte counts against the schedule's, and fault handling without process
 from __future__ import annotations
 
 import time
+from unittest.mock import patch
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DTYPES, assert_results_equal, make_inputs
 from ringtree.algorithms import algorithms_for
 from ringtree.collectives import Collective, ReduceOp, block_bounds, reference
-from ringtree.runtime import LocalTransport, PeerError, api, run_local, run_ranks
+from ringtree.runtime import LocalTransport, PeerError, api, program, run_local, run_ranks
 from ringtree.simulate import simulate
 
 PAIRS = [(c, a) for c in Collective for a in algorithms_for(c)]
@@ -35,6 +36,29 @@ def test_every_algorithm_matches_the_reference(pair, n, count, op, dtype, root, 
     got = run_local(col, inputs, algorithm=alg, op=op, root=root, slice_bytes=sb,
                     ranks_per_node=rpn_for(alg, n))  # fmt: skip
     assert_results_equal(got, reference(col, inputs, op, root), dtype)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(PAIRS), st.integers(2, 6), st.integers(0, 300), st.sampled_from(list(ReduceOp)),
+    st.sampled_from([8, 64, 1 << 20]), st.integers(0, 5), st.integers(0, 2**31),
+)  # fmt: skip
+def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, op, sb, root,
+                                                               seed):  # fmt: skip
+    """Every landing over data sent in an earlier step goes in place (after that send), as
+    messages of 1 MiB and up do, on the rendezvous transport: same results, no deadlock."""
+    col, alg = pair
+    inputs = make_inputs(col, n, count, "float64", op, seed)
+    with patch.object(program, "LAND_OVER_SENT_MIN_BYTES", 0):
+        api._plans.clear()
+        api._program.cache_clear()
+        try:
+            got = run_local(col, inputs, algorithm=alg, op=op, root=root % n, slice_bytes=sb,
+                            ranks_per_node=rpn_for(alg, n))  # fmt: skip
+        finally:
+            api._plans.clear()
+            api._program.cache_clear()
+    assert_results_equal(got, reference(col, inputs, op, root % n), "float64")
 
 
 @pytest.mark.parametrize(("col", "alg"), PAIRS)

@@ -10,6 +10,7 @@ from ringtree.algorithms import algorithms_for, build
 from ringtree.collectives import Collective
 from ringtree.runtime.program import (
     INPUT,
+    LAND_OVER_SENT_MIN_BYTES,
     MAX_SLICES,
     OUTPUT,
     RING_SLOTS,
@@ -140,12 +141,13 @@ def test_reduce_scatter_never_writes_its_input():
     assert sum(op.out[2] - op.out[1] for op in finals) == prog.out_elems == 1000
 
 
-def test_ring_all_reduce_lands_every_gathered_chunk_in_place():
+def test_ring_all_reduce_lands_big_gathered_chunks_in_place():
     """All-gather data goes straight into the tensor, over the chunks this rank sent from it
     in the reduce-scatter: each such receive is posted once that send is done, in a later
     step than the send's (so that waiting for it cannot deadlock)."""
     s = build(Collective.ALL_REDUCE, "ring", 4)
-    prog = compile_program(s, 0, 4000, 4, in_place=True)
+    chunk = LAND_OVER_SENT_MIN_BYTES // 4  # float32 elements in a 1 MiB chunk
+    prog = compile_program(s, 0, 4 * chunk, 4, in_place=True)
     gathered = [op for op in prog.recvs if not op.reduce]
     assert len(gathered) == 3 and all(op.land[0] == INPUT and op.out is None for op in gathered)
     for op in gathered:  # each lands on a chunk sent in the reduce-scatter
@@ -153,6 +155,19 @@ def test_ring_all_reduce_lands_every_gathered_chunk_in_place():
         sent = prog.sends[si]
         assert sent.loc == op.land and sent.step < op.step
         assert prog.recvs[op.post_after].step == sent.step + 1
+
+
+def test_ring_all_reduce_stages_small_gathered_chunks_that_were_sent():
+    """Below LAND_OVER_SENT_MIN_BYTES such a receive lands in a slot, posted at once, and is
+    copied into place once the send that read the place is done."""
+    s = build(Collective.ALL_REDUCE, "ring", 4)
+    prog = compile_program(s, 0, 4000, 4, in_place=True)
+    gathered = [op for op in prog.recvs if not op.reduce]
+    assert len(gathered) == 3
+    for op in gathered:
+        assert op.land[0] == SCRATCH and op.out[0] == INPUT and op.post_after == 0
+        assert not op.post_sends and op.apply_sends
+        assert all(prog.sends[si].loc == op.out for si in op.apply_sends)
 
 
 def test_a_grouped_program_stages_what_lands_over_sent_data():

@@ -22,10 +22,11 @@ Where data lives (no copy where none is needed):
   reductions of a 64 MiB all-reduce took half the time (27 ms of 4 ranks' time per call
   instead of 54), the call 5-8 % less (medians of 3 interleaved runs, 15-20 calls each);
 * a copy lands directly in the output view when it is the region's final write and no send
-  still reads that view: sends of earlier steps are waited for just before posting it, once
-  a step after theirs is under way (so the wait cannot deadlock). Otherwise -- when a send
-  of the same step reads it, or the engine posts a whole step at once (``recycle=False``,
-  NCCL) -- it lands in a scratch slot and is copied out when final.
+  still reads that view: for messages of LAND_OVER_SENT_MIN_BYTES and up, sends of earlier
+  steps are waited for just before posting it, once a step after theirs is under way (so the
+  wait cannot deadlock). Otherwise -- a smaller message over sent data, a send of the same
+  step reading it, or an engine that posts a whole step at once (``recycle=False``, NCCL) --
+  it lands in a scratch slot, posted early, and is copied out when final.
 
 Merging: in a step, the regions one rank sends another that are contiguous in the layout and
 move the same way (all reduced, or all copied) travel as one message of up to ``slice_bytes``
@@ -66,6 +67,11 @@ DEFAULT_SLICE_BYTES = 4 * 1024 * 1024
 MAX_SLICES = 16
 #: Landing slots an in-place all-reduce recycles for its reduced messages (see the module doc).
 RING_SLOTS = 4
+#: Messages from this size land in place over data sent in an earlier step, after that send;
+#: smaller ones land in a slot and are copied: posted late, a receive costs the engine's
+#: ready-to-receive round trip (on 4 gloo ranks on 2 cores, Rabenseifner's 64-256 KiB
+#: all-reduce took 15-40 % longer that way), while copying 1 MiB costs ~40 us.
+LAND_OVER_SENT_MIN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,9 +265,15 @@ def compile_program(
                 finals = [last_write[rcv[q][1]] == base + q and rcv[q][1] in kept for q in parts]
                 dests = [home(rcv[q][1]) for q in parts]
                 dest_readers = [tuple(si for si, _ in readers.get(d, [])) for d in dests]
-                # a copy lands in place over data sent in an earlier step once that send is
-                # done (posted when this step starts, so waiting for it cannot deadlock)
-                earlier = recycle and all(sends[si].step < k for dr in dest_readers for si in dr)
+                # a big copy lands in place over data sent in an earlier step once that send
+                # is done (posted in a later step than the send's: no deadlock); a small one
+                # is staged, so that its receive can be posted early
+                big = sum(rcv[q][1][1] - rcv[q][1][0] for q in parts) * itemsize
+                earlier = (
+                    recycle
+                    and big >= LAND_OVER_SENT_MIN_BYTES
+                    and all(sends[si].step < k for dr in dest_readers for si in dr)
+                )
                 direct = not is_reduce and all(finals) and (earlier or not any(dest_readers))
                 waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
                 if ring and is_reduce:
