@@ -174,13 +174,15 @@ def test_a_terminated_run_stops_the_processes_it_started():
         deadline = time.monotonic() + 60
         while len(worker_pids() - before) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(worker_pids() - before) == 2, "the ranks never started"
+        started = worker_pids() - before
+        assert len(started) == 2, f"the ranks never started: {started}"
         proc.terminate()
-        assert proc.wait(timeout=30) == 128 + 15
+        rc = proc.wait(timeout=30)
+        assert rc == 128 + 15, (rc, proc.stderr.read().decode()[-2000:])
         deadline = time.monotonic() + 10
-        while worker_pids() - before and time.monotonic() < deadline:
+        while worker_pids() & started and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not worker_pids() - before, "ranks left running after SIGTERM"
+        assert not worker_pids() & started, "ranks left running after SIGTERM"
     finally:
         proc.kill()
         proc.wait()
