@@ -49,7 +49,7 @@ def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, o
     messages of 1 MiB and up do, on the rendezvous transport: same results, no deadlock."""
     col, alg = pair
     inputs = make_inputs(col, n, count, "float64", op, seed)
-    with patch.object(program, "LAND_OVER_SENT_MIN_BYTES", 0):
+    with patch.object(program, "IN_PLACE_MIN_BYTES", 0):
         api._plans.clear()
         api._program.cache_clear()
         try:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringtree.algorithms import algorithms_for, build
 from ringtree.collectives import Collective
+from ringtree.runtime import program
 from ringtree.runtime.program import (
+    IN_PLACE_MIN_BYTES,
     INPUT,
-    LAND_OVER_SENT_MIN_BYTES,
     MAX_SLICES,
     OUTPUT,
     RING_SLOTS,
@@ -114,7 +117,8 @@ def test_in_place_all_reduce_recycles_landing_slots_only_once_applied(n, count, 
     sums go to the tensor itself, so no send ever reads a recycled slot."""
     s = build(Collective.ALL_REDUCE, alg, n)
     for rank in range(n):
-        prog = compile_program(s, rank, count, 4, in_place=True, slice_bytes=slice_bytes)
+        with patch.object(program, "IN_PLACE_MIN_BYTES", 0):  # as if every message were big
+            prog = compile_program(s, rank, count, 4, in_place=True, slice_bytes=slice_bytes)
         recycled = [(i, op) for i, op in messages(prog.recvs) if op.reduce]
         assert len({op.post[1] for _, op in recycled}) <= RING_SLOTS
         for i, op in recycled:
@@ -146,7 +150,7 @@ def test_ring_all_reduce_lands_big_gathered_chunks_in_place():
     in the reduce-scatter: each such receive is posted once that send is done, in a later
     step than the send's (so that waiting for it cannot deadlock)."""
     s = build(Collective.ALL_REDUCE, "ring", 4)
-    chunk = LAND_OVER_SENT_MIN_BYTES // 4  # float32 elements in a 1 MiB chunk
+    chunk = IN_PLACE_MIN_BYTES // 4  # float32 elements in a 1 MiB chunk
     prog = compile_program(s, 0, 4 * chunk, 4, in_place=True)
     gathered = [op for op in prog.recvs if not op.reduce]
     assert len(gathered) == 3 and all(op.land[0] == INPUT and op.out is None for op in gathered)
@@ -157,17 +161,21 @@ def test_ring_all_reduce_lands_big_gathered_chunks_in_place():
         assert prog.recvs[op.post_after].step == sent.step + 1
 
 
-def test_ring_all_reduce_stages_small_gathered_chunks_that_were_sent():
-    """Below LAND_OVER_SENT_MIN_BYTES such a receive lands in a slot, posted at once, and is
-    copied into place once the send that read the place is done."""
+def test_ring_all_reduce_keeps_small_partial_sums_in_slots_and_stages_its_sent_chunk():
+    """Below IN_PLACE_MIN_BYTES partial sums stay in slots of their own, so the all-gather
+    lands in place except on the chunk sent from the tensor in step 1: that one lands in a
+    slot posted at once and is copied into place once the send is done."""
     s = build(Collective.ALL_REDUCE, "ring", 4)
     prog = compile_program(s, 0, 4000, 4, in_place=True)
+    reduced = [op for op in prog.recvs if op.reduce]
+    assert all(op.land[0] == SCRATCH for op in reduced)
+    assert [op.out[0] for op in reduced] == [SCRATCH, SCRATCH, INPUT]  # only the final sum
     gathered = [op for op in prog.recvs if not op.reduce]
-    assert len(gathered) == 3
-    for op in gathered:
-        assert op.land[0] == SCRATCH and op.out[0] == INPUT and op.post_after == 0
-        assert not op.post_sends and op.apply_sends
-        assert all(prog.sends[si].loc == op.out for si in op.apply_sends)
+    direct = [op for op in gathered if op.land[0] == INPUT]
+    staged = [op for op in gathered if op.land[0] == SCRATCH]
+    assert len(direct) == 2 and len(staged) == 1
+    assert staged[0].out == (INPUT, 0, 1000) and staged[0].post_after == 0  # chunk 0
+    assert staged[0].apply_sends and not staged[0].post_sends
 
 
 def test_a_grouped_program_stages_what_lands_over_sent_data():

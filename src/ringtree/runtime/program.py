@@ -14,15 +14,16 @@ Where data lives (no copy where none is needed):
   straight into the output view. So intermediate results never touch the input (the input
   of reduce-scatter and a non-root's input to reduce stay as they were) and no buffer is
   overwritten while a send may still be reading it;
-* except in an in-place all-reduce, whose input is its output: there every partial sum goes
-  straight to its place (after the sends that read the old value are done), so a reduced
-  message's landing slot is free once applied, and the messages take turns in RING_SLOTS
-  slots (a message is posted into a slot once the one before it there is applied). The
+* except in an in-place all-reduce, whose input is its output: there the partial sums of
+  messages of IN_PLACE_MIN_BYTES and up go straight to their place (after the sends that
+  read the old value are done), so such a message's landing slot is free once applied, and
+  these messages take turns in RING_SLOTS slots (a message is posted into a slot once the
+  one before it there is applied). The
   landing memory stays in cache and nothing is copied out: on 4 gloo ranks on 2 cores the
   reductions of a 64 MiB all-reduce took half the time (27 ms of 4 ranks' time per call
   instead of 54), the call 5-8 % less (medians of 3 interleaved runs, 15-20 calls each);
 * a copy lands directly in the output view when it is the region's final write and no send
-  still reads that view: for messages of LAND_OVER_SENT_MIN_BYTES and up, sends of earlier
+  still reads that view: for messages of IN_PLACE_MIN_BYTES and up, sends of earlier
   steps are waited for just before posting it, once a step after theirs is under way (so the
   wait cannot deadlock). Otherwise -- a smaller message over sent data, a send of the same
   step reading it, or an engine that posts a whole step at once (``recycle=False``, NCCL) --
@@ -67,11 +68,13 @@ DEFAULT_SLICE_BYTES = 4 * 1024 * 1024
 MAX_SLICES = 16
 #: Landing slots an in-place all-reduce recycles for its reduced messages (see the module doc).
 RING_SLOTS = 4
-#: Messages from this size land in place over data sent in an earlier step, after that send;
-#: smaller ones land in a slot and are copied: posted late, a receive costs the engine's
-#: ready-to-receive round trip (on 4 gloo ranks on 2 cores, Rabenseifner's 64-256 KiB
-#: all-reduce took 15-40 % longer that way), while copying 1 MiB costs ~40 us.
-LAND_OVER_SENT_MIN_BYTES = 1 << 20
+#: Messages from this size land in place over data sent in an earlier step, after that send,
+#: and (in-place all-reduce) write their partial sums in place once the sends that read them
+#: are done; smaller ones land in a slot of their own, posted early, without waiting for a
+#: send: on 4 gloo ranks on 2 cores, such waits and late posts made Rabenseifner's 64-256 KiB
+#: all-reduce 15-40 % slower and recursive doubling's 12-22 % slower than the tree, while
+#: copying 1 MiB costs ~40 us.
+IN_PLACE_MIN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,17 +269,18 @@ def compile_program(
                 dests = [home(rcv[q][1]) for q in parts]
                 dest_readers = [tuple(si for si, _ in readers.get(d, [])) for d in dests]
                 # a big copy lands in place over data sent in an earlier step once that send
-                # is done (posted in a later step than the send's: no deadlock); a small one
-                # is staged, so that its receive can be posted early
-                big = sum(rcv[q][1][1] - rcv[q][1][0] for q in parts) * itemsize
+                # is done (posted in a later step than the send's: no deadlock), and a big
+                # partial sum goes to its place once the sends that read it are; small ones
+                # are staged, so that nothing waits for a send early
+                nbytes = sum(rcv[q][1][1] - rcv[q][1][0] for q in parts) * itemsize
+                big = nbytes >= IN_PLACE_MIN_BYTES
                 earlier = (
-                    recycle
-                    and big >= LAND_OVER_SENT_MIN_BYTES
-                    and all(sends[si].step < k for dr in dest_readers for si in dr)
+                    recycle and big and all(sends[si].step < k for dr in dest_readers for si in dr)
                 )
                 direct = not is_reduce and all(finals) and (earlier or not any(dest_readers))
                 waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
-                if ring and is_reduce:
+                recycled = ring and is_reduce and big
+                if recycled:
                     if len(ring_slots) < ring:
                         ring_slots.append((new_slot(max(min(limit, count), widest)), 0))
                     slot, free_at = ring_slots[n_ring % ring]
@@ -292,7 +296,7 @@ def compile_program(
                             last = max(sends[si].step for si in waits)
                             after = max(after, bisect.bisect_right(r_steps, last))
                         landing[q] = (dest, None, after, ())
-                    elif ring and is_reduce:  # a recycled slot; the sum goes to its place
+                    elif recycled:  # a recycled slot; the sum goes to its place
                         landing[q] = ((SCRATCH, at, at + n), dest, free_at, dr)
                         at += n
                     else:  # into a slot of its own; a final write goes on to its place
@@ -311,7 +315,7 @@ def compile_program(
                                 apply_sends, lead, post, waits if post else ()))  # fmt: skip
             r_steps.append(k)
             final = last_write[r] == base + j and r in kept
-            loc[r] = home(r) if final or (ring and is_reduce) else land
+            loc[r] = home(r) if final or (is_reduce and out == home(r)) else land
             written[r] = base + j
     result = tuple(r for c in sorted(keep) for r in slices[c])
     untouched = tuple(r for r in result if r not in written)
