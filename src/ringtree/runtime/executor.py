@@ -125,7 +125,7 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
             wait(s_req[i], sends[i].peer, sends[i].step, sending=True)
             s_done[i] = True
 
-    def post_sends(i: int) -> None:
+    def post_ready_sends(i: int) -> None:
         nonlocal posted_s
         while posted_s < n_sends and sends[posted_s].ready <= i:
             so = sends[posted_s]
@@ -145,14 +145,14 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
             ro = recvs[posted_r]
             if ro.post is not None:  # the first part posts the message
                 if ro.post_sends:  # it lands over data sent in an earlier step
-                    post_sends(i)
+                    post_ready_sends(i)
                     for si in ro.post_sends:
                         finish_send(si)
                 if rec is not None:
                     r_posted_at[posted_r] = rec.clock()
                 r_req[posted_r] = transport.recv(view(ro.post), ro.peer)
             posted_r += 1
-        post_sends(i)
+        post_ready_sends(i)
         if i == n_recvs:
             break
         here = recvs[i].step

@@ -18,10 +18,10 @@ Where data lives (no copy where none is needed):
   messages of IN_PLACE_MIN_BYTES and up go straight to their place (after the sends that
   read the old value are done), so such a message's landing slot is free once applied, and
   these messages take turns in RING_SLOTS slots (a message is posted into a slot once the
-  one before it there is applied). The
-  landing memory stays in cache and nothing is copied out: on 4 gloo ranks on 2 cores the
-  reductions of a 64 MiB all-reduce took half the time (27 ms of 4 ranks' time per call
-  instead of 54), the call 5-8 % less (medians of 3 interleaved runs, 15-20 calls each);
+  one before it there is applied). The landing memory stays in cache and nothing is copied
+  out: on 4 gloo ranks on 2 cores the reductions of a 64 MiB all-reduce took half the time
+  (27 ms of 4 ranks' time per call instead of 54), the call 5-8 % less (medians of 3
+  interleaved runs, 15-20 calls each);
 * a copy lands directly in the output view when it is the region's final write and no send
   still reads that view: for messages of IN_PLACE_MIN_BYTES and up, sends of earlier
   steps are waited for just before posting it, once a step after theirs is under way (so the
@@ -232,7 +232,6 @@ def compile_program(
     scratch = 0
     kept = {r for c in keep for r in slices[c]}
     limit = max(1, slice_bytes // itemsize)
-    widest = max((r[1] - r[0] for c in range(s.n_chunks) for r in regions(c)), default=0)
 
     def new_slot(n: int) -> Location:
         nonlocal scratch
@@ -240,8 +239,8 @@ def compile_program(
         scratch += n
         return slot
 
-    # In-place all-reduce: partial sums go straight to their place (the input is the output),
-    # so reduced messages land in RING_SLOTS recycled slots, still in cache when reduced.
+    # In-place all-reduce: big partial sums go straight to their place (the input is the
+    # output), so big reduced messages land in RING_SLOTS recycled slots, in cache when reduced.
     ring = RING_SLOTS if recycle and in_place and s.collective is Collective.ALL_REDUCE else 0
     ring_slots: list[tuple[Location, int]] = []  # (slot, receives to apply before reuse)
     r_steps: list[int] = []  # the step of each receive so far (ascending)
@@ -281,7 +280,8 @@ def compile_program(
                 waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
                 recycled = ring and is_reduce and big
                 if recycled:
-                    if len(ring_slots) < ring:
+                    if len(ring_slots) < ring:  # as big as any message: a slice or a region
+                        widest = max(r[1] - r[0] for c in range(s.n_chunks) for r in regions(c))
                         ring_slots.append((new_slot(max(min(limit, count), widest)), 0))
                     slot, free_at = ring_slots[n_ring % ring]
                     ring_slots[n_ring % ring] = (slot, base + parts[-1] + 1)
