@@ -192,3 +192,17 @@ def test_a_grouped_program_stages_what_lands_over_sent_data():
     assert not any(op.post_sends for op in prog.recvs)
     slots = [op.land for op in prog.recvs if op.land[0] == SCRATCH]
     assert len(set(slots)) == len(slots)  # no slot reused
+
+
+def test_an_engine_may_land_every_size_in_place():
+    """A transport whose late-posted receives cost nothing (MPI over shared memory) compiles
+    with in_place_min_bytes=0: small all-gather data lands in place over sent data too."""
+    from ringtree.runtime.mpi import MpiTransport
+    from ringtree.runtime.transport import Transport
+
+    assert MpiTransport.in_place_min_bytes == 0 and Transport.in_place_min_bytes is None
+    s = build(Collective.ALL_REDUCE, "ring", 4)
+    prog = compile_program(s, 0, 4000, 4, in_place=True, in_place_min_bytes=0)
+    gathered = [op for op in prog.recvs if not op.reduce]
+    assert all(op.land[0] == INPUT and op.post_sends for op in gathered)
+    assert all(op.out[0] == INPUT for op in prog.recvs if op.reduce)  # partial sums in place

@@ -37,6 +37,10 @@ class MpiTransport(Transport):
     """Point-to-point over an mpi4py communicator (default: COMM_WORLD)."""
 
     kind = "mpi"
+    #: Over shared memory a receive posted late costs nothing (the sender's data waits where
+    #: it is until the receiver copies it), so every landing over sent data goes in place: a
+    #: 1 MiB ring all-reduce on 2 ranks saves its 512 KiB copy (~25 us of ~250).
+    in_place_min_bytes = 0
 
     def __init__(self, comm: Any = None) -> None:
         from mpi4py import MPI

@@ -176,6 +176,7 @@ def compile_program(
     in_place: bool,
     slice_bytes: int = DEFAULT_SLICE_BYTES,
     recycle: bool = True,
+    in_place_min_bytes: int | None = None,
 ) -> Program:
     """Compile ``rank``'s sends and receives for ``count`` elements.
 
@@ -184,6 +185,8 @@ def compile_program(
     recycle: the program runs pipelined (receives posted one by one as their landing place
     frees up), so landing slots may be reused within a step and a landing may wait for an
     earlier step's send; False for engines that post a whole step at once (NCCL).
+    in_place_min_bytes: the message size from which landings go in place (default
+    IN_PLACE_MIN_BYTES; an engine on which a late-posted receive costs nothing may say 0).
     """
     bounds = s.chunk_bounds(count)
     keep = set(result_chunks(s, rank))
@@ -272,7 +275,8 @@ def compile_program(
                 # partial sum goes to its place once the sends that read it are; small ones
                 # are staged, so that nothing waits for a send early
                 nbytes = sum(rcv[q][1][1] - rcv[q][1][0] for q in parts) * itemsize
-                big = nbytes >= IN_PLACE_MIN_BYTES
+                big = nbytes >= (IN_PLACE_MIN_BYTES if in_place_min_bytes is None
+                                 else in_place_min_bytes)  # fmt: skip
                 earlier = (
                     recycle and big and all(sends[si].step < k for dr in dest_readers for si in dr)
                 )

@@ -39,6 +39,10 @@ class Transport(ABC):
 
     kind: str = "abstract"
     grouped: bool = False
+    #: Messages from this size land in place over data sent earlier (None: the program's
+    #: default, 1 MiB): below it, waiting for that send costs more than a copy on engines
+    #: whose late-posted receives cost a round trip (gloo).
+    in_place_min_bytes: int | None = None
 
     def __init__(self, rank: int, size: int) -> None:
         self.rank, self.size = rank, size
