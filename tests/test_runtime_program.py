@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from unittest.mock import patch
 
 import pytest
@@ -100,7 +101,9 @@ def test_recursive_halving_sends_each_half_as_one_message():
 
 def test_scratch_slots_are_disjoint_and_counted():
     s = build(Collective.ALL_REDUCE, "ring", 4)
-    prog = compile_program(s, 1, 1003, 4, in_place=True, slice_bytes=100, recycle=False)
+    prog = compile_program(
+        s, 1, 1003, 4, in_place=True, slice_bytes=100, in_place_min_bytes=math.inf
+    )
     slots = sorted([(op.land[1], op.land[2]) for op in prog.recvs if op.land[0] == SCRATCH]
                    + [(op.post[1], op.post[2]) for op in prog.sends if op.pack])  # fmt: skip
     assert all(a[1] <= b[0] for a, b in zip(slots, slots[1:], strict=False))
@@ -182,7 +185,7 @@ def test_a_grouped_program_stages_what_lands_over_sent_data():
     """Engines that post a whole step at once (NCCL) get the old layout: one slot per
     message, the chunk sent in step 1 copied into place after that send is done."""
     s = build(Collective.ALL_REDUCE, "ring", 4)
-    prog = compile_program(s, 0, 4000, 4, in_place=True, recycle=False)
+    prog = compile_program(s, 0, 4000, 4, in_place=True, in_place_min_bytes=math.inf)
     gathered = [op for op in prog.recvs if not op.reduce]
     direct = [op for op in gathered if op.land[0] == INPUT]
     staged = [op for op in gathered if op.land[0] == SCRATCH]

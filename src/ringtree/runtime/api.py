@@ -181,12 +181,11 @@ def _program(
     itemsize: int,
     in_place: bool,
     slice_bytes: int,
-    recycle: bool = True,
-    in_place_min_bytes: int | None = None,
+    in_place_min_bytes: float | None = None,
 ) -> Program:
     s = schedule(col, algorithm, n, root, n_chunks, rpn)
     return compile_program(s, rank, count, itemsize, in_place=in_place, slice_bytes=slice_bytes,
-                           recycle=recycle, in_place_min_bytes=in_place_min_bytes)  # fmt: skip
+                           in_place_min_bytes=in_place_min_bytes)  # fmt: skip
 
 
 # -- async work ------------------------------------------------------------------------------
@@ -315,8 +314,7 @@ def call(
         sb = int(slice_bytes or env.slice_bytes)
         key = (col, n, rank, type(x), x.dtype, y.dtype, getattr(x, "device", None),
                getattr(y, "device", None), _numel(x), _numel(y), y is x, op, root, algorithm,
-               n_chunks, ranks_per_node, sb, env.algo, transport.grouped,
-               transport.in_place_min_bytes)  # fmt: skip
+               n_chunks, ranks_per_node, sb, env.algo, transport.in_place_from())  # fmt: skip
         try:
             plan = _plans.get(key)
         except TypeError:  # an unhashable op object: plan every time
@@ -384,8 +382,7 @@ def _make_plan(
                            transport.kind)  # fmt: skip
     in_place = y is x or col is Collective.ALL_GATHER
     prog = _program(col, name, n, root, chunks, ranks_per_node, rank, count, itemsize,
-                    in_place, slice_bytes, not transport.grouped,
-                    transport.in_place_min_bytes)  # fmt: skip
+                    in_place, slice_bytes, transport.in_place_from())  # fmt: skip
     return _Plan(prog, rop, name, chunks, count, slice_bytes, f"{col.value} ({name})")
 
 

@@ -102,7 +102,7 @@ def exchange(transport: Transport, like: Any, sig: CallSignature, timeout_s: flo
         rows = lambda b: b.cpu().reshape(n, width).tolist()  # noqa: E731
     s = build(Collective.ALL_GATHER, "ring", n)
     prog = compile_program(s, transport.rank, n * width, 8, in_place=True,
-                           recycle=not transport.grouped)  # fmt: skip
+                           in_place_min_bytes=transport.in_place_from())  # fmt: skip
     ctx = Context(label="fingerprint exchange", timeout_s=timeout_s)
     execute(prog, transport, kernels_for(buf), ReduceOp.SUM, buf, buf, n, ctx)
     table = [tuple(r) for r in rows(buf)]

@@ -26,7 +26,7 @@ Where data lives (no copy where none is needed):
   still reads that view: for messages of IN_PLACE_MIN_BYTES and up, sends of earlier
   steps are waited for just before posting it, once a step after theirs is under way (so the
   wait cannot deadlock). Otherwise -- a smaller message over sent data, a send of the same
-  step reading it, or an engine that posts a whole step at once (``recycle=False``, NCCL) --
+  step reading it, or an engine that posts a whole step at once (NCCL: threshold inf) --
   it lands in a scratch slot, posted early, and is copied out when final.
 
 Merging: in a step, the regions one rank sends another that are contiguous in the layout and
@@ -175,18 +175,17 @@ def compile_program(
     *,
     in_place: bool,
     slice_bytes: int = DEFAULT_SLICE_BYTES,
-    recycle: bool = True,
-    in_place_min_bytes: int | None = None,
+    in_place_min_bytes: float | None = None,
 ) -> Program:
     """Compile ``rank``'s sends and receives for ``count`` elements.
 
     in_place: the output buffer is the input buffer (all-reduce, broadcast, reduce,
     all-gather); reduce-scatter writes rank r's block into a separate output.
-    recycle: the program runs pipelined (receives posted one by one as their landing place
-    frees up), so landing slots may be reused within a step and a landing may wait for an
-    earlier step's send; False for engines that post a whole step at once (NCCL).
-    in_place_min_bytes: the message size from which landings go in place (default
-    IN_PLACE_MIN_BYTES; an engine on which a late-posted receive costs nothing may say 0).
+    in_place_min_bytes: the message size from which landings go in place and reduced
+    messages take turns in recycled slots (None: IN_PLACE_MIN_BYTES). That needs receives
+    posted one by one as their landing frees up, so an engine that posts a whole step at once
+    (NCCL) passes ``math.inf``; one on which a late-posted receive costs nothing, 0 (see
+    :meth:`ringtree.runtime.transport.Transport.in_place_from`).
     """
     bounds = s.chunk_bounds(count)
     keep = set(result_chunks(s, rank))
@@ -244,7 +243,8 @@ def compile_program(
 
     # In-place all-reduce: big partial sums go straight to their place (the input is the
     # output), so big reduced messages land in RING_SLOTS recycled slots, in cache when reduced.
-    ring = RING_SLOTS if recycle and in_place and s.collective is Collective.ALL_REDUCE else 0
+    ring = RING_SLOTS if in_place and s.collective is Collective.ALL_REDUCE else 0
+    threshold = IN_PLACE_MIN_BYTES if in_place_min_bytes is None else in_place_min_bytes
     ring_slots: list[tuple[Location, int]] = []  # (slot, receives to apply before reuse)
     r_steps: list[int] = []  # the step of each receive so far (ascending)
     n_ring = 0
@@ -275,11 +275,8 @@ def compile_program(
                 # partial sum goes to its place once the sends that read it are; small ones
                 # are staged, so that nothing waits for a send early
                 nbytes = sum(rcv[q][1][1] - rcv[q][1][0] for q in parts) * itemsize
-                big = nbytes >= (IN_PLACE_MIN_BYTES if in_place_min_bytes is None
-                                 else in_place_min_bytes)  # fmt: skip
-                earlier = (
-                    recycle and big and all(sends[si].step < k for dr in dest_readers for si in dr)
-                )
+                big = nbytes >= threshold
+                earlier = big and all(sends[si].step < k for dr in dest_readers for si in dr)
                 direct = not is_reduce and all(finals) and (earlier or not any(dest_readers))
                 waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
                 recycled = ring and is_reduce and big

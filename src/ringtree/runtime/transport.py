@@ -12,6 +12,7 @@ are running totals of posted operations, so a caller can take the difference aro
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -43,6 +44,11 @@ class Transport(ABC):
     #: default, 1 MiB): below it, waiting for that send costs more than a copy on engines
     #: whose late-posted receives cost a round trip (gloo).
     in_place_min_bytes: int | None = None
+
+    def in_place_from(self) -> float | None:
+        """The ``in_place_min_bytes`` to compile this transport's programs with: never (inf)
+        on a grouped engine, which posts a whole step at once; else the transport's own."""
+        return math.inf if self.grouped else self.in_place_min_bytes
 
     def __init__(self, rank: int, size: int) -> None:
         self.rank, self.size = rank, size
