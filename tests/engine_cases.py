@@ -26,6 +26,7 @@ from ringtree.runtime.launch import write_result
 from ringtree.runtime.worker import NativeEngine, copy_buffer, make_input
 
 DTYPES = {"gloo": ["float32", "float64", "int32", "int64", "bfloat16", "int8"],
+          "nccl": ["float32", "float64", "int32", "int64", "bfloat16", "float16", "int8"],
           "mpi": ["float32", "float64", "int32", "int64", "int8"]}  # fmt: skip
 
 
@@ -62,10 +63,10 @@ def run_case(engine: NativeEngine, transport: Any, case: dict[str, Any]) -> str 
     col, op = Collective.parse(case["collective"]), ReduceOp.parse(case["op"])
     count, root, dtype = case["count"], case["root"], case["dtype"]
     raw = make_input(col, count, dtype, op, rank, n)
-    native_kind = engine.array(raw) if isinstance(raw, np.ndarray) else raw
+    native_kind = engine.array(raw)
     want = engine.native(col, copy_buffer(native_kind), op, root, count)
-    # ringtree gets the engine's kind, or sometimes a numpy array on the torch transport
-    use_numpy = case["numpy"] and isinstance(raw, np.ndarray)
+    # ringtree gets the engine's kind, or sometimes a numpy array on gloo's transport
+    use_numpy = case["numpy"] and isinstance(raw, np.ndarray) and engine.backend == "gloo"
     inp = copy_buffer(raw if use_numpy else native_kind)
     b = block_bounds(count, n)
     out = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ringtree.runtime.launch import free_port, launch
+from ringtree.runtime.launch import free_port, gpu_count, launch
 from ringtree.runtime.runs import oversubscription_warning
 
 HERE = Path(__file__).parent
@@ -33,11 +33,14 @@ def have_mpi() -> bool:
 
 
 MPI_MISSING = not have_mpi() and os.environ.get("RINGTREE_REQUIRE_MPI") != "1"
+NO_GPU = gpu_count() == 0
 
 
 def run_suite(n: int, backend: str) -> None:
     cfg = json.dumps({"backend": backend, "seed": n})
     out = launch(n, backend, [str(HERE / "engine_cases.py"), cfg], timeout_s=240)
+    for r in out.ranks:  # a rank's own failure first: it explains a peer's timeout
+        assert not (r.result and r.result["failures"]), r.result["failures"][0]
     assert not out.timed_out
     for r in out.ranks:
         assert r.status == 0 and r.result is not None, f"rank {r.rank}: {r.error}"
@@ -54,6 +57,12 @@ def test_gloo_every_collective_and_algorithm_matches_torch_distributed(n):
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_mpi_every_collective_and_algorithm_matches_mpi(n):
     run_suite(n, "mpi")
+
+
+@pytest.mark.skipif(NO_GPU, reason="no CUDA GPU (more ranks than GPUs share them)")
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_nccl_every_collective_and_algorithm_matches_nccl(n):
+    run_suite(n, "nccl")
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -94,6 +103,22 @@ def worker_pids() -> set[int]:
     return pids
 
 
+@pytest.mark.skipif(NO_GPU, reason="no CUDA GPU")
+def test_ddp_hook_over_nccl_gives_torch_gradients_bitwise():
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+         str(HERE / "ddp_nccl_script.py")],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert sorted(d["rank"] for d in lines) == [0, 1]
+    for d in lines:  # one bucket of 136,714 fp32 gradients; the ring sends S/2 twice
+        assert d["equal"] and d["buckets"] == 1
+        assert d["bytes"] == 136_714 * 4 and d["bytes_sent"] == d["bytes"]
+
+
 @pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc to list processes")
 def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind():
     before = worker_pids()
@@ -130,6 +155,13 @@ def test_run_rejects_bad_input_without_starting_processes(args, expected):
     out = cli("run", *args, timeout=30)
     assert out.returncode == 2
     assert expected in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU")
+def test_run_over_nccl_without_a_gpu_says_so():
+    out = cli("run", "-n", "2", "all-reduce", "--backend", "nccl", timeout=60)
+    assert out.returncode == 2
+    assert "backend nccl needs a CUDA GPU" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_oversubscription_warning_above_four_ranks_per_core():

@@ -196,3 +196,21 @@ def test_list_forms_check_the_number_and_sizes_of_blocks():
             ringtree.reduce_scatter(torch.empty(2), [torch.ones(3), torch.ones(1)], group=t)
 
     run_ranks(2, body)
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: torch.ones(4), "input is on cpu: NCCL carries CUDA tensors"),
+        (lambda: np.ones(4, dtype=np.float32), "input is a numpy array: NCCL carries CUDA"),
+    ],
+)
+def test_host_memory_on_an_nccl_group_is_a_clear_error(make, expected):
+    def body(t: LocalTransport) -> int:
+        t.kind = "nccl"  # what a torch transport over NCCL reports
+        with pytest.raises(RingtreeError) as info:
+            ringtree.all_reduce(make(), group=t, check=False)
+        assert expected in str(info.value) and "\n" not in str(info.value)
+        return t.messages_sent
+
+    assert run_ranks(2, body) == [0, 0]

@@ -34,9 +34,12 @@ from ringtree.cost.model import Link
 from ringtree.cost.select import PIPELINED, tuned
 from ringtree.errors import RingtreeError
 from ringtree.runtime.auto import link_for, loopback_link
-from ringtree.runtime.launch import BACKENDS, launch
+from ringtree.runtime.launch import launch
 from ringtree.runtime.runs import failure_message
 from ringtree.units import format_bytes
+
+#: The engines a sweep runs on (its worker times CPU collectives).
+SWEEP_BACKENDS = ("gloo", "mpi")
 
 #: dtypes a sweep offers (numpy can hold them, so results are checked exactly)
 BENCH_DTYPES = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8")
@@ -144,9 +147,11 @@ def runs_on(col: Collective, algorithm: str, n_ranks: int) -> bool:
 
 def validate_sweep(sweep: Sweep) -> None:
     """RingtreeError on anything the ranks would trip over, before starting them."""
-    if sweep.backend not in BACKENDS:
+    if sweep.backend not in SWEEP_BACKENDS:
         raise RingtreeError(
-            f"unknown backend {sweep.backend!r}: expected one of {', '.join(BACKENDS)}"
+            f"backend {sweep.backend!r} is not swept: expected one of "
+            f"{', '.join(SWEEP_BACKENDS)} (NCCL: ringtree run --backend nccl, or "
+            "bench/engine_vs_native.py --backends nccl)"
         )
     if sweep.n_ranks < 1:
         raise RingtreeError(f"number of ranks must be >= 1, got {sweep.n_ranks}")

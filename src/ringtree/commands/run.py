@@ -12,7 +12,7 @@ from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.runtime.runs import RunFailed, RunReport, oversubscription_warning, run_processes
 from ringtree.units import format_bytes
 
-_NATIVE = {"gloo": "torch.distributed (gloo)", "mpi": "MPI"}
+_NATIVE = {"gloo": "torch.distributed (gloo)", "nccl": "torch.distributed (NCCL)", "mpi": "MPI"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     A.add_workers(p)
     p.add_argument(
-        "--backend", choices=("gloo", "mpi"), default="gloo",
-        help="gloo (torch.distributed, default) or mpi (mpi4py under mpirun)",
+        "--backend", choices=("gloo", "nccl", "mpi"), default="gloo",
+        help="gloo (torch.distributed on CPU, default), nccl (torch.distributed on CUDA GPUs; "
+        "more ranks than GPUs share them over NCCL's sockets) or mpi (mpi4py under mpirun)",
     )  # fmt: skip
     p.add_argument("--size", type=A.size, default=1 << 20, help="buffer size (default 1MiB)")
     p.add_argument("--algorithm", default="auto", help="algorithm name or auto (default: auto)")

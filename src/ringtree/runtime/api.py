@@ -97,7 +97,12 @@ def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
         if writable and not buf.flags.writeable:
             raise RingtreeError(f"{what} is read-only: pass a writable array")
         flat = buf.reshape(-1)
-        if transport.kind in ("gloo", "nccl"):
+        if transport.kind == "nccl":
+            raise RingtreeError(
+                f"{what} is a numpy array: NCCL carries CUDA tensors (torch.from_numpy(a)"
+                ".cuda()), or use a gloo group for host memory"
+            )
+        if transport.kind == "gloo":
             import torch
 
             return torch.from_numpy(flat)
@@ -108,6 +113,11 @@ def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
         )
     if not buf.is_contiguous():
         raise RingtreeError(f"{what} must be contiguous: call .contiguous() first")
+    if transport.kind == "nccl" and buf.device.type != "cuda":
+        raise RingtreeError(
+            f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
+            "or use a gloo group for CPU tensors)"
+        )
     return buf.view(-1)
 
 
@@ -342,18 +352,22 @@ def call(
             kernels_for(y).copy(mine, x)
         x = y
 
+    stream = _caller_stream(x)  # an async call runs on another thread: take it along
+
     def run() -> None:
-        if checking:
-            sig = fingerprint.CallSignature(
-                col, plan.count, dtype_name(x), plan.rop, plan.algorithm,
-                root if col.has_root else None, plan.n_chunks, plan.slice_bytes,
-            )  # fmt: skip
-            fingerprint.exchange(transport, x, sig, timeout_s)
-        ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s,
-                      recorder=recorder)  # fmt: skip
-        execute(plan.prog, transport, kernels_for(x), plan.rop or ReduceOp.SUM, x, y, n, ctx)
-        if after is not None:
-            after()
+        with stream_context(stream):
+            if checking:
+                sig = fingerprint.CallSignature(
+                    col, plan.count, dtype_name(x), plan.rop, plan.algorithm,
+                    root if col.has_root else None, plan.n_chunks, plan.slice_bytes,
+                )  # fmt: skip
+                fingerprint.exchange(transport, x, sig, timeout_s)
+            ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s,
+                          recorder=recorder)  # fmt: skip
+            rop = plan.rop or ReduceOp.SUM
+            execute(plan.prog, transport, kernels_for(x), rop, x, y, n, ctx)
+            if after is not None:
+                after()
 
     return _submit(transport, run, async_op)
 
@@ -384,6 +398,25 @@ def _make_plan(
     prog = _program(col, name, n, root, chunks, ranks_per_node, rank, count, itemsize,
                     in_place, slice_bytes, transport.in_place_from())  # fmt: skip
     return _Plan(prog, rop, name, chunks, count, slice_bytes, f"{col.value} ({name})")
+
+
+def _caller_stream(x: Any) -> Any:
+    """The caller's current CUDA stream for a CUDA tensor, else None: an async call runs on
+    another thread, whose current device and stream are not the caller's."""
+    if isinstance(x, np.ndarray) or x.device.type != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.current_stream(x.device)
+
+
+def stream_context(stream: Any) -> Any:
+    """Run on ``stream`` (and its device) when one is given."""
+    if stream is None:
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.cuda.stream(stream)
 
 
 def _like(transport: Transport) -> Any:

@@ -1,7 +1,11 @@
 """Start N local worker processes on 127.0.0.1 and collect what each one reports.
 
 ``gloo``: N Python processes with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR=
-127.0.0.1, MASTER_PORT=a free port; OMP_NUM_THREADS=cores // N unless set). ``mpi``: one
+127.0.0.1, MASTER_PORT=a free port; OMP_NUM_THREADS=cores // N unless set). ``nccl``: the
+same, each rank on GPU LOCAL_RANK modulo the GPUs; with more ranks than GPUs, each rank gets
+its own NCCL_HOSTID (NCCL refuses two ranks of one host on one GPU, so each passes for a host
+of its own) and NCCL carries their messages over loopback sockets (NCCL_SOCKET_IFNAME=lo):
+correct, but no measure of a GPU link. ``mpi``: one
 ``mpirun -n N`` (Open MPI gets ``--oversubscribe``, and ``--allow-run-as-root`` when run as
 root). Each rank writes its result as JSON to ``<dir>/rank<r>.json``; the launcher waits for
 all, kills every process it started (its whole process group) when the time is up or when any
@@ -28,7 +32,7 @@ from typing import Any
 
 from ringtree.errors import RingtreeError
 
-BACKENDS = ("gloo", "mpi")
+BACKENDS = ("gloo", "nccl", "mpi")
 RESULT_DIR_ENV = "RINGTREE_RESULT_DIR"
 
 
@@ -110,13 +114,17 @@ def launch(
         errs = [Path(tmp) / f"stderr{r}.txt" for r in range(n)]
         procs: list[subprocess.Popen] = []
         try:
-            if backend == "gloo":
+            if backend != "mpi":
                 port = str(free_port())
                 base.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+                shared = backend == "nccl" and n > gpu_count()
                 for r in range(n):
                     e = {**base, "RANK": str(r), "WORLD_SIZE": str(n), "LOCAL_RANK": str(r),
                          "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1",
                          "MASTER_PORT": port}  # fmt: skip
+                    if shared:
+                        e.setdefault("NCCL_SOCKET_IFNAME", loopback_interface())
+                        e["NCCL_HOSTID"] = f"ringtree-{port}-rank{r}"
                     with open(errs[r], "wb") as ef:
                         procs.append(_start([sys.executable, *argv], e, ef))
             else:
@@ -131,7 +139,7 @@ def launch(
         for r in range(n):
             path = Path(tmp) / f"rank{r}.json"
             result = json.loads(path.read_text()) if path.exists() else None
-            if backend == "gloo":
+            if backend != "mpi":
                 status, err = statuses[r], _last_line(errs[r])
             else:  # one mpirun for all ranks: a rank's own status is whether it reported
                 ok = result is not None and not result.get("error")
@@ -146,6 +154,15 @@ def launch(
                 err = result["error"]
             outcomes.append(RankOutcome(r, result, status, err))
         return Launch(outcomes, timed_out, [p.pid for p in procs])
+
+
+def gpu_count() -> int:
+    """CUDA GPUs this process sees (0 without torch or CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
 def _start(cmd: list[str], env: dict[str, str], stderr: Any) -> subprocess.Popen:

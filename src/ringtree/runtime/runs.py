@@ -3,8 +3,9 @@
 :func:`run_processes` starts the ranks (:mod:`ringtree.runtime.launch`), each runs
 :mod:`ringtree.runtime.worker`, and the report puts side by side what was measured (median
 time per call, bytes each rank's transport sent) and what the schedule and the cost model
-say (bytes per rank, predicted time on the link the ranks see: gloo's loopback TCP or MPI's
-shared memory, slower when there are more ranks than cores).
+say (bytes per rank, predicted time on the link the ranks see: gloo's loopback TCP, MPI's
+shared memory, slower when there are more ranks than cores, or for NCCL a PCIe 4 GPU link,
+or loopback TCP when ranks share a GPU and NCCL carries their messages over sockets).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ringtree.units import dtype_bytes
 #: dtypes ``run`` offers per backend (each engine's own collective must handle them too).
 RUN_DTYPES = {
     "gloo": ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"),
+    "nccl": ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"),
     "mpi": ("float32", "float64", "int8", "uint8", "int32", "int64"),
 }
 _ALIASES = {"fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16",
@@ -156,6 +158,7 @@ def run_processes(
     }  # fmt: skip
     if backend == "mpi":
         _require_mpi4py()
+    shares_gpus = backend == "nccl" and n_ranks > _require_gpus()
     argv = ["-m", "ringtree.runtime.worker", json.dumps(config)]
     startup_s = 30.0 + 3.0 * n_ranks
     outcome = launch(n_ranks, backend, argv, timeout_s=startup_s + timeout_s * (iters + 3))
@@ -164,7 +167,8 @@ def run_processes(
     results = [r.result or {} for r in outcome.ranks]
     per_iter = [max(ts) for ts in zip(*(r["times_s"] for r in results), strict=True)]
     spec = BuildSpec(root=root, n_chunks=chunks, ranks_per_node=ranks_per_node)
-    link = link_for(backend, n_ranks)
+    # ranks that share a GPU talk through NCCL's sockets on loopback (runtime/launch.py)
+    link = link_for("gloo" if shares_gpus else backend, n_ranks)
     pred = predict(col, name, n_ranks, size_bytes, link, itemsize=itemsize, spec=spec)
     return RunReport(
         collective=col.value,
@@ -208,6 +212,19 @@ def failure_message(outcome: Launch, timeout_s: float) -> str:
     if outcome.timed_out and not dead and not errors:
         errors.append(f"the ranks did not finish in time (timeout {timeout_s:g} s per call)")
     return "; ".join(dead + errors) or "the ranks failed without saying why"
+
+
+def _require_gpus() -> int:
+    """The number of CUDA GPUs; RingtreeError when there is none (backend nccl)."""
+    from ringtree.runtime.launch import gpu_count
+
+    gpus = gpu_count()
+    if gpus == 0:
+        raise RingtreeError(
+            "backend nccl needs a CUDA GPU and torch built with CUDA (torch.cuda.is_available() "
+            "is False here): use --backend gloo on CPU"
+        )
+    return gpus
 
 
 def _require_mpi4py() -> None:

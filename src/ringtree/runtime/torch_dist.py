@@ -3,10 +3,16 @@
 Uses the process group's own ``send``/``recv`` (group-local ranks, one C++ call per message,
 none of the Python checks of ``dist.isend``). NCCL is a grouped engine: a step's operations
 are posted together through ``batch_isend_irecv`` so that two ranks sending to each other
-cannot deadlock. Waits are bounded: gloo raises after the timeout and immediately when the
-peer's connection closes; both become TransportTimeout / TransportClosed. A post that fails
-at once (gloo refuses to send on a pair whose peer has gone) returns a failed request that
-raises TransportClosed when waited, where the executor knows the peer and the step.
+cannot deadlock; they carry byte views, so every dtype moves (NCCL has no int16 or complex).
+NCCL's calls return once queued on its stream, and a wait only makes the caller's stream
+wait for the message (the reductions that follow are ordered after it), as torch's own NCCL
+collectives do: the CPU queues the whole schedule without blocking (a wait with a timeout
+would poll the GPU every millisecond, a millisecond per step), and a dead or silent peer is
+caught by torch's NCCL watchdog after the process group's timeout. On gloo, waits are
+bounded: gloo raises after the timeout and immediately when the peer's connection closes;
+both become TransportTimeout / TransportClosed. A post that fails at once (gloo refuses to
+send on a pair whose peer has gone) returns a failed request that raises TransportClosed
+when waited, where the executor knows the peer and the step.
 
 Full duplex on gloo: a gloo connection carries both directions of a pair through one socket
 and one lock, and a send written by the caller's thread holds that lock while the I/O thread
@@ -82,18 +88,24 @@ class TorchTransport(Transport):
         for buf, peer in sends:
             self.bytes_sent += self.nbytes(buf)
             self.messages_sent += 1
-            ops.append(dist.P2POp(dist.isend, buf, group=self.group, tag=TAG, group_peer=peer))
+            ops.append(dist.P2POp(dist.isend, _bytes(buf), group=self.group, tag=TAG,
+                                  group_peer=peer))  # fmt: skip
         for buf, peer in recvs:
             self.bytes_received += self.nbytes(buf)
-            ops.append(dist.P2POp(dist.irecv, buf, group=self.group, tag=TAG, group_peer=peer))
+            ops.append(dist.P2POp(dist.irecv, _bytes(buf), group=self.group, tag=TAG,
+                                  group_peer=peer))  # fmt: skip
         try:
             return list(dist.batch_isend_irecv(ops)) if ops else []
         except RuntimeError as e:
             return [_Failed(e)]
 
     def wait(self, req: Any, timeout_s: float) -> None:
-        """``Work.wait`` with a timeout (at least 1 ms: gloo reads 0 ms as "no timeout")."""
+        """``Work.wait`` with a timeout (at least 1 ms: gloo reads 0 ms as "no timeout"); on
+        NCCL, stream order alone (see the module doc)."""
         try:
+            if self.grouped:
+                req.wait()
+                return
             req.wait(timedelta(seconds=max(timeout_s, 0.001)))
         except RuntimeError as e:
             msg = str(e).split("\n")[0]
@@ -110,6 +122,18 @@ class _Failed:
 
     def wait(self, timeout: timedelta) -> None:
         raise self.error
+
+
+def _bytes(buf: Any) -> Any:
+    """``buf`` as bytes (a view): NCCL moves every dtype, int16, bool and complex included,
+    as uint8 -- point-to-point needs no arithmetic."""
+    import torch
+
+    if buf.dtype == torch.uint8:
+        return buf
+    if buf.numel() == 0:  # an empty slice may have stride 0, which view() refuses
+        return buf.new_empty(0, dtype=torch.uint8)
+    return buf.view(torch.uint8)
 
 
 def _short(msg: str) -> str:

@@ -1,7 +1,8 @@
 """What each rank of ``ringtree run`` (and ``ringtree demo``) does: ``python -m
 ringtree.runtime.worker '<json config>'`` under the launcher.
 
-1. join the group (gloo from torchrun-style environment variables, or MPI's COMM_WORLD);
+1. join the group (gloo or NCCL from torchrun-style environment variables, or MPI's
+   COMM_WORLD);
 2. build its input: small integers, so every order of summation gives the same floats;
 3. optionally exchange the call's fingerprint (mismatch detection);
 4. run ringtree's collective and the engine's own on the same data and compare them;
@@ -82,7 +83,7 @@ def main(
 
 
 def _rank(backend: str) -> int:
-    if backend == "gloo":
+    if backend != "mpi":
         return int(os.environ["RANK"])
     for key in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
         if key in os.environ:
@@ -93,16 +94,24 @@ def _rank(backend: str) -> int:
 
 
 class NativeEngine:
-    """The engine's own collectives and barrier, on torch tensors (gloo) or numpy (MPI)."""
+    """The engine's own collectives and barrier, on torch tensors (gloo: CPU; nccl: the
+    rank's GPU, LOCAL_RANK modulo the GPUs it sees) or numpy arrays (MPI)."""
 
     def __init__(self, backend: str, timeout_s: float) -> None:
         self.backend = backend
-        if backend == "gloo":
+        self.device: Any = None
+        if backend in ("gloo", "nccl"):
             import torch
             import torch.distributed as dist
 
             self.torch, self.dist = torch, dist
-            dist.init_process_group("gloo", timeout=timedelta(seconds=max(timeout_s, 10)))
+            kw: dict[str, Any] = {"timeout": timedelta(seconds=max(timeout_s, 10))}
+            if backend == "nccl":
+                local = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+                self.device = torch.device("cuda", local % torch.cuda.device_count())
+                torch.cuda.set_device(self.device)
+                kw["device_id"] = self.device
+            dist.init_process_group(backend, **kw)
             self.rank, self.size = dist.get_rank(), dist.get_world_size()
         else:
             from mpi4py import MPI
@@ -110,33 +119,44 @@ class NativeEngine:
             self.MPI, self.comm = MPI, MPI.COMM_WORLD
             self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
 
-    def array(self, values: np.ndarray) -> Any:
-        return self.torch.from_numpy(values) if self.backend == "gloo" else values
+    def array(self, values: Any) -> Any:
+        """``values`` (numpy, or a CPU tensor for bfloat16) as the engine's own kind."""
+        if self.backend == "mpi":
+            return values
+        t = self.torch.from_numpy(values) if isinstance(values, np.ndarray) else values
+        return t if self.device is None else t.to(self.device)
 
     def numpy(self, x: Any) -> np.ndarray:
-        if self.backend == "gloo":
-            return x.float().numpy() if str(x.dtype) == "torch.bfloat16" else x.numpy()
-        return x
+        if self.backend == "mpi":
+            return x
+        x = x.cpu() if self.device is not None else x
+        return x.float().numpy() if str(x.dtype) == "torch.bfloat16" else x.numpy()
+
+    def sync(self) -> None:
+        """Wait for the GPU (NCCL's calls return once queued); nothing on CPU engines."""
+        if self.device is not None:
+            self.torch.cuda.synchronize(self.device)
 
     def barrier(self) -> None:
-        if self.backend == "gloo":
-            self.dist.barrier()
-        else:
+        if self.backend == "mpi":
             self.comm.Barrier()
+        else:
+            self.dist.barrier()
+        self.sync()
 
     def close(self) -> None:
         """Leave the group cleanly (after a success only: a broken group may hang here)."""
-        if self.backend == "gloo":
-            self.dist.destroy_process_group()
-        else:
+        if self.backend == "mpi":
             self.MPI.Finalize()
+        else:
+            self.dist.destroy_process_group()
 
     def native(self, col: Collective, x: Any, op: ReduceOp, root: int, count: int) -> Any:
         """The engine's own collective on a copy of ``x``: what the rank should hold."""
         n, r = self.size, self.rank
         b = block_bounds(count, n)
         combine = op.combine
-        if self.backend == "gloo":
+        if self.backend != "mpi":
             dist, t = self.dist, x.clone()
             dop = getattr(dist.ReduceOp, {"product": "PRODUCT"}.get(combine.value, combine.name))
             if col is Collective.ALL_REDUCE:
@@ -146,13 +166,13 @@ class NativeEngine:
             elif col is Collective.REDUCE:
                 dist.reduce(t, dst=root, op=dop)
             elif col is Collective.REDUCE_SCATTER:
-                dist.all_reduce(t, op=dop)  # gloo's own reduce-scatter needs equal blocks
+                dist.all_reduce(t, op=dop)  # torch's own reduce-scatter needs equal blocks
                 t = t[b[r] : b[r + 1]].clone()
             else:
                 width = max(b[i + 1] - b[i] for i in range(n))
-                padded = self.torch.zeros(width, dtype=x.dtype)
+                padded = self.torch.zeros(width, dtype=x.dtype, device=x.device)
                 padded[: b[r + 1] - b[r]] = x
-                out = self.torch.empty(width * n, dtype=x.dtype)
+                out = self.torch.empty(width * n, dtype=x.dtype, device=x.device)
                 dist.all_gather_into_tensor(out, padded)
                 t = self.torch.cat([out[i * width : i * width + b[i + 1] - b[i]] for i in range(n)])
             res = self.numpy(t)
@@ -203,6 +223,8 @@ def copy_buffer(x: Any) -> Any:
     spin for milliseconds, stealing the cores the next timed collective needs."""
     if isinstance(x, np.ndarray):
         return x.copy()
+    if x.device.type != "cpu":
+        return x.clone()
     import torch
 
     if x.dtype == torch.bfloat16:  # numpy has no bfloat16: copy the bits
@@ -223,7 +245,7 @@ def _run(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
         fingerprint_sends = n - 1 if cfg.get("check", True) else 0
         transport = DyingTransport(transport, fingerprint_sends + 1)
     raw = make_input(col, count, cfg["dtype"], op, rank, n)
-    x = raw if engine.backend == "mpi" or not isinstance(raw, np.ndarray) else engine.array(raw)
+    x = engine.array(raw)
     b = block_bounds(count, n)
     kw: dict[str, Any] = {
         "op": op, "root": root, "algorithm": cfg["algorithm"], "group": transport,
@@ -264,6 +286,7 @@ def _run(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
         engine.barrier()
         t0 = time.perf_counter()
         ringtree_call(marks)
+        engine.sync()
         times.append(time.perf_counter() - t0)
         finished.append([m - t0 for m in marks])
     return {
