@@ -209,3 +209,43 @@ def test_an_engine_may_land_every_size_in_place():
     gathered = [op for op in prog.recvs if not op.reduce]
     assert all(op.land[0] == INPUT and op.post_sends for op in gathered)
     assert all(op.out[0] == INPUT for op in prog.recvs if op.reduce)  # partial sums in place
+
+
+IN_PLACE = (Collective.ALL_REDUCE, Collective.BROADCAST, Collective.REDUCE)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 3000), st.sampled_from([64, 4096, 1 << 20]),
+       st.sampled_from([0, None, math.inf]))  # fmt: skip
+def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, slice_bytes,
+                                                                     in_place_from):  # fmt: skip
+    from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, STEP_DONE, WAIT_RECV, WAIT_SEND
+
+    for s in every_schedule(n):
+        for rank in range(n):
+            prog = compile_program(
+                s, rank, count, 4, in_place=s.collective in IN_PLACE, slice_bytes=slice_bytes,
+                in_place_min_bytes=in_place_from,
+            )  # fmt: skip
+            at = {code: {} for code in (RECV, SEND, WAIT_RECV, WAIT_SEND)}
+            applied, steps_done = [], []
+            for k, ins in enumerate(prog.tape):
+                if ins[0] in at:
+                    assert ins[1] not in at[ins[0]], f"{s.label} rank {rank}: twice {ins}"
+                    at[ins[0]][ins[1]] = k
+                elif ins[0] in (REDUCE, COPY):
+                    applied.append((ins[1], k))
+                else:
+                    assert ins[0] == STEP_DONE
+                    steps_done.append(ins[1])
+            leads_r = {r.lead for r in prog.recvs if r.post is not None}
+            leads_s = {o.lead for o in prog.sends if o.post is not None}
+            assert set(at[RECV]) == set(at[WAIT_RECV]) == leads_r
+            assert set(at[SEND]) == set(at[WAIT_SEND]) == leads_s
+            assert all(at[RECV][i] < at[WAIT_RECV][i] for i in leads_r)
+            assert all(at[SEND][i] < at[WAIT_SEND][i] for i in leads_s)
+            for i, k in applied:  # a part is applied after its message arrived, in order
+                assert at[WAIT_RECV][prog.recvs[i].lead] < k
+            assert [i for i, _ in applied] == sorted(i for i, _ in applied)
+            assert steps_done == sorted(steps_done)
+            assert prog.tape is prog.tape  # worked out once

@@ -42,11 +42,10 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     """Load the engine's functions on first use (``ringtree.all_reduce`` ...)."""
     if name in _ENGINE:
-        from ringtree.runtime import api
-
-        return getattr(api, name)
-    if name in _ERRORS:
-        from ringtree.runtime import errors
-
-        return getattr(errors, name)
-    raise AttributeError(f"module 'ringtree' has no attribute {name!r}")
+        from ringtree.runtime import api as module
+    elif name in _ERRORS:
+        from ringtree.runtime import errors as module
+    else:
+        raise AttributeError(f"module 'ringtree' has no attribute {name!r}")
+    value = globals()[name] = getattr(module, name)  # later uses skip this function
+    return value

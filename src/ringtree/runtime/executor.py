@@ -2,7 +2,9 @@
 
 The pipelined loop applies receives in program order and, before each blocking wait, posts
 every send whose data is ready and every receive whose landing place is free, so messages of
-the next step are in flight while this step's slices are reduced. The only waits on sends are
+the next step are in flight while this step's slices are reduced. That order depends on the
+program alone, so it is worked out once per program (:mod:`ringtree.runtime.tape`) and each
+call replays it. The only waits on sends are
 before a write over sent data and before posting a receive that lands over data sent in an
 earlier step -- always for sends of the current step or earlier, which every peer completes
 without waiting on this rank's later steps (no deadlock for any valid schedule, by
@@ -30,6 +32,7 @@ from typing import Any
 from ringtree.collectives import ReduceOp
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
+from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, WAIT_RECV, WAIT_SEND
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
 from ringtree.trace.events import Recorder, TraceEvent
 
@@ -102,77 +105,57 @@ def _scratch(transport: Transport, kernels: Any, like: Any, n: int) -> Any:
 
 
 def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa: ANN001
-    sends, recvs = prog.sends, prog.recvs
-    n_sends, n_recvs = len(sends), len(recvs)
-    s_req: list[Any] = [None] * n_sends
-    s_done = [False] * n_sends
-    r_req: list[Any] = [None] * n_recvs
-    posted_s = posted_r = 0
-    marks = ctx.step_done_s
-    rec = ctx.recorder
-    r_posted_at = [0.0] * n_recvs if rec is not None else []
-    parts_s, parts_r = _parts(prog) if rec is not None else ({}, {})
+    """Replay ``prog.tape`` (:mod:`ringtree.runtime.tape`): the hot loop of every call."""
+    s_req: list[Any] = [None] * len(prog.sends)
+    r_req: list[Any] = [None] * len(prog.recvs)
+    send, recv, reduce, copy = transport.send, transport.recv, kernels.reduce, kernels.copy
+    marks, rec = ctx.step_done_s, ctx.recorder
+    if rec is not None:
+        parts_s, parts_r = _parts(prog)
+        r_posted_at = [0.0] * len(prog.recvs)
+        clock = rec.clock
 
-    def view(loc):  # noqa: ANN001, ANN202
-        return bufs[loc[0]][loc[1] : loc[2]]
+        def event(kind: str, o: Any, loc: Any, start: float) -> None:
+            nbytes = transport.nbytes(bufs[loc[0]][loc[1] : loc[2]])
+            _record(rec, prog, kind, o, nbytes, start)
 
-    def event(kind: str, o: Any, buf: Any, start: float) -> None:
-        _record(rec, prog, kind, o, transport.nbytes(buf), start)
-
-    def finish_send(i: int) -> None:
-        i = sends[i].lead  # a part of a message: done when its message is
-        if not s_done[i]:
-            wait(s_req[i], sends[i].peer, sends[i].step, sending=True)
-            s_done[i] = True
-
-    def post_ready_sends(i: int) -> None:
-        nonlocal posted_s
-        while posted_s < n_sends and sends[posted_s].ready <= i:
-            so = sends[posted_s]
-            if so.post is not None:  # the first part posts the message
-                start = rec.clock() if rec is not None else 0.0
-                _pack(so, kernels, view)
-                s_req[posted_s] = transport.send(view(so.post), so.peer)
-                if rec is not None:
-                    for j in parts_s[posted_s]:
-                        event("send", sends[j], view(sends[j].loc), start)
-            posted_s += 1
-
-    for i in range(n_recvs + 1):
-        # receives first: a peer's data can only flow into a posted receive, and gloo posts
-        # block while the connection's I/O thread is busy with an outgoing message
-        while posted_r < n_recvs and recvs[posted_r].post_after <= i:
-            ro = recvs[posted_r]
-            if ro.post is not None:  # the first part posts the message
-                if ro.post_sends:  # it lands over data sent in an earlier step
-                    post_ready_sends(i)
-                    for si in ro.post_sends:
-                        finish_send(si)
-                if rec is not None:
-                    r_posted_at[posted_r] = rec.clock()
-                r_req[posted_r] = transport.recv(view(ro.post), ro.peer)
-            posted_r += 1
-        post_ready_sends(i)
-        if i == n_recvs:
-            break
-        here = recvs[i].step
-        ro = recvs[i]
-        if ro.post is not None:
-            wait(r_req[i], ro.peer, ro.step, sending=False)
+    for ins in prog.tape:
+        code = ins[0]
+        if code == RECV:
+            _, i, b, lo, hi, peer = ins
+            if rec is not None:
+                r_posted_at[i] = clock()
+            r_req[i] = recv(bufs[b][lo:hi], peer)
+        elif code == SEND:
+            _, i, b, lo, hi, peer, packs = ins
+            start = clock() if rec is not None else 0.0
+            for db, dlo, dhi, sb, slo, shi in packs:
+                copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
+            s_req[i] = send(bufs[b][lo:hi], peer)
+            if rec is not None:
+                for j in parts_s[i]:
+                    event("send", prog.sends[j], prog.sends[j].loc, start)
+        elif code == WAIT_RECV:
+            _, i, peer, step = ins
+            wait(r_req[i], peer, step, False)
             if rec is not None:
                 for j in parts_r[i]:
-                    event("recv", recvs[j], view(recvs[j].land), r_posted_at[i])
-        for si in ro.apply_sends:
-            finish_send(si)
-        start = rec.clock() if rec is not None else 0.0
-        _apply(ro, kernels, op, view)
-        if rec is not None and ro.reduce:
-            event("reduce", ro, view(ro.land), start)
-        if marks is not None and (i + 1 == n_recvs or recvs[i + 1].step != here):
+                    event("recv", prog.recvs[j], prog.recvs[j].land, r_posted_at[i])
+        elif code == REDUCE:
+            _, i, ab, alo, ahi, lb, llo, lhi, ob, olo, ohi = ins
+            start = clock() if rec is not None else 0.0
+            reduce(op, bufs[ab][alo:ahi], bufs[lb][llo:lhi], bufs[ob][olo:ohi])
+            if rec is not None:
+                event("reduce", prog.recvs[i], prog.recvs[i].land, start)
+        elif code == WAIT_SEND:
+            _, i, peer, step = ins
+            wait(s_req[i], peer, step, True)
+        elif code == COPY:
+            _, i, ob, olo, ohi, lb, llo, lhi = ins
+            copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])
+        elif marks is not None:  # STEP_DONE
             now = time.perf_counter()
-            marks.extend([now] * (here + 1 - len(marks)))
-    for si in range(n_sends):
-        finish_send(si)
+            marks.extend([now] * (ins[1] + 1 - len(marks)))
     if marks is not None:
         marks.extend([time.perf_counter()] * (prog.n_steps - len(marks)))
 
@@ -208,7 +191,7 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
         )
         peer = rcv[0].peer if rcv else snd[0].peer  # coalesced requests: name one peer
         for req in reqs:
-            wait(req, peer, k, sending=not rcv)
+            wait(req, peer, k, not rcv)
         if rec is not None:
             for kind, ops, where in (("send", parts_of_s.get(k, []), "loc"), ("recv", rcv, "land")):
                 for o in ops:
@@ -265,7 +248,7 @@ def _waiter(prog: Program, transport: Transport, ctx: Context, deadline: float) 
         phase = f" ({prog.phases[step]})" if prog.phases[step] else ""
         return f"rank {rank}: {ctx.label} step {step + 1} of {n_steps}{phase}"
 
-    def wait(req: Any, peer: int, step: int, *, sending: bool) -> None:
+    def wait(req: Any, peer: int, step: int, sending: bool) -> None:
         remaining = deadline - time.perf_counter()
         try:
             if remaining <= 0:

@@ -51,6 +51,7 @@ import bisect
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ringtree.collectives import Collective
 from ringtree.schedule import Action, Schedule
@@ -142,6 +143,13 @@ class Program:
     untouched: tuple[tuple[int, int], ...]
     out_offset: int
     out_elems: int
+
+    @cached_property
+    def tape(self) -> tuple[tuple, ...]:
+        """The pipelined executor's operations, in order (:mod:`ringtree.runtime.tape`)."""
+        from ringtree.runtime.tape import compile_tape
+
+        return compile_tape(self)
 
 
 def slice_bounds(lo: int, hi: int, itemsize: int, slice_bytes: int) -> list[tuple[int, int]]:
