@@ -27,9 +27,10 @@ from ringtree.runtime.launch import Launch, launch
 from ringtree.units import dtype_bytes
 
 #: dtypes ``run`` offers per backend (each engine's own collective must handle them too).
+_TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64")
 RUN_DTYPES = {
-    "gloo": ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"),
-    "nccl": ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"),
+    "gloo": _TORCH_DTYPES,
+    "nccl": _TORCH_DTYPES,
     "mpi": ("float32", "float64", "int8", "uint8", "int32", "int64"),
 }
 _ALIASES = {"fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16",
