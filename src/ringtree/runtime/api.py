@@ -352,23 +352,22 @@ def call(
             kernels_for(y).copy(mine, x)
         x = y
 
-    stream = _caller_stream(x)  # an async call runs on another thread: take it along
-
     def run() -> None:
-        with stream_context(stream):
-            if checking:
-                sig = fingerprint.CallSignature(
-                    col, plan.count, dtype_name(x), plan.rop, plan.algorithm,
-                    root if col.has_root else None, plan.n_chunks, plan.slice_bytes,
-                )  # fmt: skip
-                fingerprint.exchange(transport, x, sig, timeout_s)
-            ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s,
-                          recorder=recorder)  # fmt: skip
-            rop = plan.rop or ReduceOp.SUM
-            execute(plan.prog, transport, kernels_for(x), rop, x, y, n, ctx)
-            if after is not None:
-                after()
+        if checking:
+            sig = fingerprint.CallSignature(
+                col, plan.count, dtype_name(x), plan.rop, plan.algorithm,
+                root if col.has_root else None, plan.n_chunks, plan.slice_bytes,
+            )  # fmt: skip
+            fingerprint.exchange(transport, x, sig, timeout_s)
+        ctx = Context(label=plan.label, timeout_s=timeout_s, step_done_s=step_done_s,
+                      recorder=recorder)  # fmt: skip
+        execute(plan.prog, transport, kernels_for(x), plan.rop or ReduceOp.SUM, x, y, n, ctx)
+        if after is not None:
+            after()
 
+    stream = _caller_stream(x)
+    if stream is not None:  # an async call runs on another thread: take the stream along
+        run = _on_stream(stream, run)
     return _submit(transport, run, async_op)
 
 
@@ -410,13 +409,15 @@ def _caller_stream(x: Any) -> Any:
     return torch.cuda.current_stream(x.device)
 
 
-def stream_context(stream: Any) -> Any:
-    """Run on ``stream`` (and its device) when one is given."""
-    if stream is None:
-        return contextlib.nullcontext()
+def _on_stream(stream: Any, fn: Any) -> Any:
+    """``fn`` run on ``stream`` (and its device)."""
     import torch
 
-    return torch.cuda.stream(stream)
+    def run() -> None:
+        with torch.cuda.stream(stream):
+            fn()
+
+    return run
 
 
 def _like(transport: Transport) -> Any:
