@@ -71,11 +71,11 @@ def execute(
     deadline = time.perf_counter() + ctx.timeout_s
     scratch = _scratch(transport, kernels, inbuf, prog.scratch_elems)
     bufs = (inbuf, outbuf, scratch)
-    wait = _waiter(prog, transport, ctx, deadline)
     if transport.grouped:
-        _run_grouped(prog, transport, kernels, op, bufs, wait, ctx)
+        _run_grouped(prog, transport, kernels, op, bufs, _waiter(prog, transport, ctx, deadline),
+                     ctx)  # fmt: skip
     else:
-        _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx)
+        _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx)
     if prog.untouched and outbuf is not inbuf:
         for lo, hi in prog.untouched:
             kernels.copy(outbuf[lo - prog.out_offset : hi - prog.out_offset], inbuf[lo:hi])
@@ -104,11 +104,13 @@ def _scratch(transport: Transport, kernels: Any, like: Any, n: int) -> Any:
     return buf[:n]
 
 
-def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa: ANN001
-    """Replay ``prog.tape`` (:mod:`ringtree.runtime.tape`): the hot loop of every call."""
+def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  # noqa: ANN001
+    """Replay ``prog.tape`` (:mod:`ringtree.runtime.tape`): the hot loop of every call, so
+    waits are inlined (each bounded by ``deadline``, a ``time.perf_counter`` value)."""
     s_req: list[Any] = [None] * len(prog.sends)
     r_req: list[Any] = [None] * len(prog.recvs)
     send, recv, reduce, copy = transport.send, transport.recv, kernels.reduce, kernels.copy
+    twait, time_s = transport.wait, time.perf_counter
     marks, rec = ctx.step_done_s, ctx.recorder
     if rec is not None:
         parts_s, parts_r = _parts(prog)
@@ -137,7 +139,10 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
                     event("send", prog.sends[j], prog.sends[j].loc, start)
         elif code == WAIT_RECV:
             _, i, peer, step = ins
-            wait(r_req[i], peer, step, False)
+            try:
+                twait(r_req[i], deadline - time_s())
+            except (TransportTimeout, TransportClosed) as e:
+                raise _peer_error(prog, transport, ctx, e, peer, step, False) from None
             if rec is not None:
                 for j in parts_r[i]:
                     event("recv", prog.recvs[j], prog.recvs[j].land, r_posted_at[i])
@@ -149,7 +154,10 @@ def _run_pipelined(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # no
                 event("reduce", prog.recvs[i], prog.recvs[i].land, start)
         elif code == WAIT_SEND:
             _, i, peer, step = ins
-            wait(s_req[i], peer, step, True)
+            try:
+                twait(s_req[i], deadline - time_s())
+            except (TransportTimeout, TransportClosed) as e:
+                raise _peer_error(prog, transport, ctx, e, peer, step, True) from None
         elif code == COPY:
             _, i, ob, olo, ohi, lb, llo, lhi = ins
             copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])
@@ -242,38 +250,29 @@ def _apply(ro, kernels, op: ReduceOp, view: Callable) -> None:  # noqa: ANN001
 
 
 def _waiter(prog: Program, transport: Transport, ctx: Context, deadline: float) -> Callable:
-    rank, n_steps = transport.rank, prog.n_steps
-
-    def where(step: int) -> str:
-        phase = f" ({prog.phases[step]})" if prog.phases[step] else ""
-        return f"rank {rank}: {ctx.label} step {step + 1} of {n_steps}{phase}"
+    """``wait(req, peer, step, sending)``: the transport's wait until ``deadline``, its
+    failures turned into PeerError."""
 
     def wait(req: Any, peer: int, step: int, sending: bool) -> None:
-        remaining = deadline - time.perf_counter()
         try:
-            if remaining <= 0:
-                raise TransportTimeout
-            transport.wait(req, remaining)
-        except TransportTimeout:
-            what = (
-                f"rank {peer} did not take its data"
-                if sending
-                else f"nothing came from rank {peer}"
-            )
-            raise PeerError(
-                f"{where(step)}: {what} within the {ctx.timeout_s:g} s timeout (rank {peer} died, "
-                "hangs, or called a different collective or size)",
-                rank=rank,
-                peer=peer,
-                step=step + 1,
-            ) from None
-        except TransportClosed as e:
-            raise PeerError(
-                f"{where(step)}: the connection to rank {peer} broke (rank {peer} died or failed "
-                f"first): {e}",
-                rank=rank,
-                peer=peer,
-                step=step + 1,
-            ) from None
+            transport.wait(req, deadline - time.perf_counter())
+        except (TransportTimeout, TransportClosed) as e:
+            raise _peer_error(prog, transport, ctx, e, peer, step, sending) from None
 
     return wait
+
+
+def _peer_error(prog: Program, transport: Transport, ctx: Context, error: Exception, peer: int,
+                step: int, sending: bool) -> PeerError:  # fmt: skip
+    """What a failed wait for a message to or from ``peer`` in ``step`` says."""
+    rank = transport.rank
+    phase = f" ({prog.phases[step]})" if prog.phases[step] else ""
+    where = f"rank {rank}: {ctx.label} step {step + 1} of {prog.n_steps}{phase}"
+    if isinstance(error, TransportTimeout):
+        what = f"rank {peer} did not take its data" if sending else f"nothing came from rank {peer}"
+        msg = (f"{where}: {what} within the {ctx.timeout_s:g} s timeout (rank {peer} died, "
+               "hangs, or called a different collective or size)")  # fmt: skip
+    else:
+        msg = (f"{where}: the connection to rank {peer} broke (rank {peer} died or failed "
+               f"first): {error}")  # fmt: skip
+    return PeerError(msg, rank=rank, peer=peer, step=step + 1)
