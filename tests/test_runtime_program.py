@@ -219,7 +219,7 @@ IN_PLACE = (Collective.ALL_REDUCE, Collective.BROADCAST, Collective.REDUCE)
        st.sampled_from([0, None, math.inf]))  # fmt: skip
 def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, slice_bytes,
                                                                      in_place_from):  # fmt: skip
-    from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, STEP_DONE, WAIT_RECV, WAIT_SEND
+    from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, STEP_DONE, WAIT
 
     for s in every_schedule(n):
         for rank in range(n):
@@ -227,12 +227,13 @@ def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, 
                 s, rank, count, 4, in_place=s.collective in IN_PLACE, slice_bytes=slice_bytes,
                 in_place_min_bytes=in_place_from,
             )  # fmt: skip
-            at = {code: {} for code in (RECV, SEND, WAIT_RECV, WAIT_SEND)}
+            at = {code: {} for code in (RECV, SEND, "wait recv", "wait send")}
             applied, steps_done = [], []
             for k, ins in enumerate(prog.tape):
-                if ins[0] in at:
-                    assert ins[1] not in at[ins[0]], f"{s.label} rank {rank}: twice {ins}"
-                    at[ins[0]][ins[1]] = k
+                code = ins[0] if ins[0] != WAIT else ("wait send" if ins[4] else "wait recv")
+                if code in at:
+                    assert ins[1] not in at[code], f"{s.label} rank {rank}: twice {ins}"
+                    at[code][ins[1]] = k
                 elif ins[0] in (REDUCE, COPY):
                     applied.append((ins[1], k))
                 else:
@@ -240,12 +241,12 @@ def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, 
                     steps_done.append(ins[1])
             leads_r = {r.lead for r in prog.recvs if r.post is not None}
             leads_s = {o.lead for o in prog.sends if o.post is not None}
-            assert set(at[RECV]) == set(at[WAIT_RECV]) == leads_r
-            assert set(at[SEND]) == set(at[WAIT_SEND]) == leads_s
-            assert all(at[RECV][i] < at[WAIT_RECV][i] for i in leads_r)
-            assert all(at[SEND][i] < at[WAIT_SEND][i] for i in leads_s)
+            assert set(at[RECV]) == set(at["wait recv"]) == leads_r
+            assert set(at[SEND]) == set(at["wait send"]) == leads_s
+            assert all(at[RECV][i] < at["wait recv"][i] for i in leads_r)
+            assert all(at[SEND][i] < at["wait send"][i] for i in leads_s)
             for i, k in applied:  # a part is applied after its message arrived, in order
-                assert at[WAIT_RECV][prog.recvs[i].lead] < k
+                assert at["wait recv"][prog.recvs[i].lead] < k
             assert [i for i, _ in applied] == sorted(i for i, _ in applied)
             assert steps_done == sorted(steps_done)
             assert prog.tape is prog.tape  # worked out once

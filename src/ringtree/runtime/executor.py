@@ -32,7 +32,7 @@ from typing import Any
 from ringtree.collectives import ReduceOp
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
-from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, WAIT_RECV, WAIT_SEND
+from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, WAIT
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
 from ringtree.trace.events import Recorder, TraceEvent
 
@@ -137,13 +137,13 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
             if rec is not None:
                 for j in parts_s[i]:
                     event("send", prog.sends[j], prog.sends[j].loc, start)
-        elif code == WAIT_RECV:
-            _, i, peer, step = ins
+        elif code == WAIT:
+            _, i, peer, step, sending = ins
             try:
-                twait(r_req[i], deadline - time_s())
+                twait((s_req if sending else r_req)[i], deadline - time_s())
             except (TransportTimeout, TransportClosed) as e:
-                raise _peer_error(prog, transport, ctx, e, peer, step, False) from None
-            if rec is not None:
+                raise _peer_error(prog, transport, ctx, e, peer, step, sending) from None
+            if rec is not None and not sending:
                 for j in parts_r[i]:
                     event("recv", prog.recvs[j], prog.recvs[j].land, r_posted_at[i])
         elif code == REDUCE:
@@ -152,12 +152,6 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
             reduce(op, bufs[ab][alo:ahi], bufs[lb][llo:lhi], bufs[ob][olo:ohi])
             if rec is not None:
                 event("reduce", prog.recvs[i], prog.recvs[i].land, start)
-        elif code == WAIT_SEND:
-            _, i, peer, step = ins
-            try:
-                twait(s_req[i], deadline - time_s())
-            except (TransportTimeout, TransportClosed) as e:
-                raise _peer_error(prog, transport, ctx, e, peer, step, True) from None
         elif code == COPY:
             _, i, ob, olo, ohi, lb, llo, lhi = ins
             copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])

@@ -16,7 +16,7 @@ Instructions (locations flattened to ``buffer, start, stop``):
 * ``(RECV, i, b, lo, hi, peer)``: post receive message ``i`` (the index of its lead part);
 * ``(SEND, i, b, lo, hi, peer, packs)``: copy each ``(db, dlo, dhi, sb, slo, shi)`` of
   ``packs`` into the send slot, then post send message ``i``;
-* ``(WAIT_RECV, i, peer, step)`` / ``(WAIT_SEND, i, peer, step)``: wait for message ``i``;
+* ``(WAIT, i, peer, step, sending)``: wait for send (``sending``) or receive message ``i``;
 * ``(REDUCE, i, ab, alo, ahi, lb, llo, lhi, ob, olo, ohi)``: ``out = acc (op) land`` for
   receive part ``i``;
 * ``(COPY, i, ob, olo, ohi, lb, llo, lhi)``: copy receive part ``i`` to its place;
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ringtree.runtime.program import Program
 
-RECV, SEND, WAIT_RECV, REDUCE, WAIT_SEND, COPY, STEP_DONE = range(7)
+RECV, SEND, WAIT, REDUCE, COPY, STEP_DONE = range(6)
 Instruction = tuple[Any, ...]
 
 
@@ -45,7 +45,7 @@ def compile_tape(prog: Program) -> tuple[Instruction, ...]:
     def finish_send(i: int) -> None:
         i = sends[i].lead  # a part of a message: done when its message is
         if not sent[i]:
-            tape.append((WAIT_SEND, i, sends[i].peer, sends[i].step))
+            tape.append((WAIT, i, sends[i].peer, sends[i].step, True))
             sent[i] = True
 
     def post_ready_sends(i: int) -> None:
@@ -78,7 +78,7 @@ def compile_tape(prog: Program) -> tuple[Instruction, ...]:
             break
         ro = recvs[i]
         if ro.post is not None:
-            tape.append((WAIT_RECV, i, ro.peer, ro.step))
+            tape.append((WAIT, i, ro.peer, ro.step, False))
         for si in ro.apply_sends:
             finish_send(si)
         if ro.reduce:
