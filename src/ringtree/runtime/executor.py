@@ -4,15 +4,15 @@ The pipelined loop applies receives in program order and, before each blocking w
 every send whose data is ready and every receive whose landing place is free, so messages of
 the next step are in flight while this step's slices are reduced. That order depends on the
 program alone, so it is worked out once per program (:mod:`ringtree.runtime.tape`) and each
-call replays it. The only waits on sends are
-before a write over sent data and before posting a receive that lands over data sent in an
-earlier step -- always for sends of the current step or earlier, which every peer completes
-without waiting on this rank's later steps (no deadlock for any valid schedule, by
-induction over the steps). Grouped transports (NCCL) run
-step by step instead: post the step's operations together, wait for all, apply.
+call replays it. The only waits on sends are before a write over sent data and before
+posting a receive that lands over data sent in an earlier step -- always for sends of the
+current step or earlier, which every peer completes without waiting on this rank's later
+steps (no deadlock for any valid schedule, by induction over the steps). Grouped transports
+(NCCL) run step by step instead: post the step's operations together, wait for all, apply.
 
 Every wait is bounded by the call's deadline; a peer that dies or stops answering becomes a
-PeerError naming the peer and the step.
+PeerError naming the peer and the step (NCCL's waits only order streams: there torch's
+watchdog catches a dead peer, see :mod:`ringtree.runtime.torch_dist`).
 
 Tracing: given a :class:`ringtree.trace.events.Recorder`, the executor records one TraceEvent
 per message (a slice of a chunk): ``send`` from the moment it starts posting the message to
