@@ -28,7 +28,7 @@ def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_p
     data = json.loads(out.read_text())
     rows = data["rows"]
     # every algorithm each collective has on 3 ranks (hierarchical needs nodes), and native
-    want = {"all-reduce": 6, "reduce-scatter": 3, "all-gather": 3, "broadcast": 3, "reduce": 3}
+    want = {"all-reduce": 7, "reduce-scatter": 4, "all-gather": 4, "broadcast": 3, "reduce": 3}
     for col, k in want.items():
         assert len({r["algorithm"] for r in rows if r["collective"] == col}) == k
     assert len(rows) == 2 * sum(want.values())

@@ -101,7 +101,7 @@ def _register() -> None:
         )
     )
 
-    from ringtree.algorithms import dbtree, hierarchical, recursive, tree
+    from ringtree.algorithms import dbtree, hierarchical, pairwise, recursive, tree
 
     register(Collective.BROADCAST, "tree")(
         lambda n, spec: tree.tree_broadcast(n, root=spec.root, n_chunks=spec.n_chunks or 1)
@@ -138,6 +138,11 @@ def _register() -> None:
     register(Collective.ALL_GATHER, "hierarchical")(
         lambda n, spec: hierarchical.hierarchical_all_gather(n, spec.ranks_per_node)
     )
+    register(Collective.REDUCE_SCATTER, "pairwise")(
+        lambda n, spec: pairwise.pairwise_reduce_scatter(n)
+    )
+    register(Collective.ALL_GATHER, "pairwise")(lambda n, spec: pairwise.pairwise_all_gather(n))
+    register(Collective.ALL_REDUCE, "pairwise")(lambda n, spec: pairwise.pairwise_all_reduce(n))
 
 
 _register()
