@@ -32,3 +32,10 @@ def test_an_unknown_algorithm_exits_2_before_starting_anything(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--algorithm 'bogus': expected auto or one of" in err
+
+
+def test_a_call_lasts_from_the_last_entry_to_the_last_exit():
+    bench = load()
+    # two iterations, three ranks: (entry, exit) on the shared clock
+    per_rank = [[(0.0, 5.0), (10.0, 12.0)], [(1.0, 4.0), (10.5, 13.0)], [(2.0, 6.0), (9.0, 11.0)]]
+    assert bench.call_times(per_rank) == pytest.approx([4.0, 2.5])
