@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=AUTO,
         help="auto (default: the lowest predicted time; RINGTREE_ALGO=ring|tree|... in the "
         "environment forces one, as NCCL_ALGO does), or ring, tree, dbtree, recursive, "
-        "rabenseifner, hierarchical, as the collective has them",
+        "rabenseifner, pairwise, hierarchical, as the collective has them",
     )
     p.add_argument(
         "--model",

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--algorithm",
         default=AUTO,
         help="ringtree's all-reduce: auto (default: the engine's choice per bucket size) or "
-        "ring, tree, dbtree, recursive, rabenseifner",
+        "ring, tree, dbtree, recursive, rabenseifner, pairwise",
     )
     d.add_argument(
         "--trace",
@@ -86,7 +86,7 @@ def _check(args: argparse.Namespace) -> None:
     if name in NEEDS_NODES:
         raise RingtreeError(
             f"--algorithm {name} needs ranks per node, which local processes do not have: "
-            "use auto, ring, tree, dbtree, recursive or rabenseifner"
+            "use auto, ring, tree, dbtree, recursive, rabenseifner or pairwise"
         )
     if name != AUTO:
         build(Collective.ALL_REDUCE, name, args.ranks)  # names the accepted ones

@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--algorithm",
         default="ring",
-        help="ring, tree, dbtree, recursive, rabenseifner or hierarchical, as the collective "
-        "has them (default: ring)",
+        help="ring, tree, dbtree, recursive, rabenseifner, pairwise or hierarchical, as the "
+        "collective has them (default: ring)",
     )
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument("--size", type=A.size, default=1 << 20, help="payload in bytes (default 1MiB)")
