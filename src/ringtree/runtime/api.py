@@ -118,7 +118,7 @@ def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
             f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
             "or use a gloo group for CPU tensors)"
         )
-    return buf.view(-1)
+    return buf if buf.dim() == 1 else buf.view(-1)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,10 @@ class NumpyKernels:
     def empty(n: int, like: np.ndarray) -> np.ndarray:
         return np.empty(n, dtype=like.dtype)
 
+    def arithmetic(self, bufs: tuple[Any, ...]) -> tuple[NumpyKernels, tuple[Any, ...]]:
+        """The kernels and views of ``bufs`` that reductions and copies run on: these."""
+        return self, bufs
+
     @staticmethod
     def copy(dst: np.ndarray, src: np.ndarray) -> None:
         np.copyto(dst, src)
@@ -109,6 +113,16 @@ class TorchKernels:
 
     def empty(self, n: int, like: Any) -> Any:
         return self._torch.empty(n, dtype=like.dtype, device=like.device)
+
+    def arithmetic(
+        self, bufs: tuple[Any, ...]
+    ) -> tuple[NumpyKernels | TorchKernels, tuple[Any, ...]]:
+        """The kernels and views of ``bufs`` that reductions and copies run on: numpy views
+        of the whole buffers when the dtype allows (slicing a numpy view costs 0.15 us, a
+        tensor slice plus its ``.numpy()`` 1.8 us, three per reduction), else these."""
+        if self.via_numpy:
+            return _NUMPY, tuple(b.numpy() for b in bufs)
+        return self, bufs
 
     def copy(self, dst: Any, src: Any) -> None:
         if self.via_numpy:
