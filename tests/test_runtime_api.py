@@ -30,6 +30,20 @@ def test_all_reduce_in_place_on_torch_and_numpy():
         np.testing.assert_array_equal(b, np.full(5, 6))
 
 
+def test_parameters_that_require_grad_are_written_in_place_like_torch_does():
+    def body(t: LocalTransport) -> torch.nn.Parameter:
+        p = torch.nn.Parameter(torch.full((2, 3), float(t.rank + 1)))
+        ringtree.all_reduce(p, group=t)  # 1 + 2 + 3
+        with torch.no_grad():
+            p.add_(t.rank)  # ranks now differ: 6, 7, 8
+        ringtree.broadcast(p, src=2, group=t)
+        return p
+
+    for p in run_ranks(3, body):
+        assert p.requires_grad and p.grad is None
+        assert torch.equal(p.detach(), torch.full((2, 3), 8.0))
+
+
 def test_torch_reduce_op_and_avg_floor_for_integers():
     def body(t: LocalTransport) -> tuple[np.ndarray, np.ndarray]:
         x = np.array([t.rank, 7], dtype=np.int32)

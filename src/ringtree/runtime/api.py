@@ -90,7 +90,8 @@ def _is_mpi_comm(group: Any) -> bool:
 
 # -- buffers -----------------------------------------------------------------------------
 def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
-    """A 1-D view of ``buf`` of the kind ``transport`` carries (never a copy)."""
+    """A 1-D view of ``buf`` of the kind ``transport`` carries (never a copy; a tensor is
+    detached from autograd, as torch's collectives write outside it)."""
     if isinstance(buf, np.ndarray):
         if not buf.flags.c_contiguous:
             raise RingtreeError(f"{what} must be contiguous: got strides {buf.strides}")
@@ -118,7 +119,8 @@ def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
             f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
             "or use a gloo group for CPU tensors)"
         )
-    return buf if buf.dim() == 1 else buf.view(-1)
+    flat = buf.detach()  # same memory: a parameter that requires grad can be written
+    return flat if flat.dim() == 1 else flat.view(-1)
 
 
 @dataclass(frozen=True)
