@@ -10,14 +10,18 @@ last rank left it, on the machine's clock that every rank reads (CLOCK_MONOTONIC
 leave a barrier up to milliseconds apart when they outnumber the cores (median 1.1-1.5 ms at
 N=4 on 2 cores), and a rank that enters early only waits for the others: timed from its own
 entry (the slowest rank's own time), a 4 MiB reduce-scatter measured 1.64-1.81x faster than
-gloo's where from the last entry it measured 1.80-2.08x (3 runs, 40 calls each). A cell's
+gloo's where from the last entry it measured 1.80-2.08x (3 runs, 40 calls each). A run's
 ratio is the median of the per-iteration ratios ringtree/native, so the machine's noise hits
-both sides alike. Every cell
+both sides alike. On a busy machine a cell's ratio still moves by 15-20 % from one run to the
+next (gloo's 1 MiB reduce-scatter on 2 ranks: 1.6-2.4x faster over 19 runs), so ``--runs R``
+repeats the whole measurement R times (runs after one another, each with fresh processes)
+and reports, per cell, the median of the R run ratios with their range. Every cell
 is also a correctness check: ``wrong`` counts ranks whose first ringtree result differed
 from native.
 
     python bench/engine_vs_native.py                       # the whole table (~5 min)
     python bench/engine_vs_native.py --ranks 4 --sizes 1MiB,4MiB --backends gloo --json
+    python bench/engine_vs_native.py --sizes 1MiB,4MiB --iters 90 --runs 5   # the bar cells
 
 Bars (issue 5): all-reduce ratio <= 1.10 at >= 1 MiB and <= 1.5 below (gloo); reduce-scatter
 >= 1.8x faster than gloo's at >= 1 MiB; all-reduce <= 1.5x MPI's at >= 1 MiB.
@@ -172,6 +176,23 @@ def measure(backend: str, n: int, sizes: list[int], iters: int, algorithm: str) 
     return rows
 
 
+def combine_runs(runs: list[list[dict]]) -> list[dict]:
+    """One row per cell from R runs' rows (same cells, same order): times and ratio are the
+    medians over the runs, ``ratio_runs`` each run's ratio, ``wrong`` the sum."""
+    rows = []
+    for cells in zip(*runs, strict=True):
+        row = dict(cells[0])
+        ratios = [c["ratio"] for c in cells]
+        row.update(
+            ringtree_s=statistics.median(c["ringtree_s"] for c in cells),
+            native_s=statistics.median(c["native_s"] for c in cells),
+            ratio=statistics.median(ratios), ratio_runs=ratios,
+            wrong=sum(c["wrong"] for c in cells),
+        )  # fmt: skip
+        rows.append(row)
+    return rows
+
+
 def bar(row: dict) -> str:
     """The issue's bar for this cell, and whether the cell meets it ('' when none applies)."""
     big = row["size_bytes"] >= 1 << 20
@@ -195,18 +216,34 @@ def print_table(rows: list[dict]) -> None:
     from ringtree.output import stdout_console
     from ringtree.units import format_bytes
 
-    table = Table(title="ringtree vs the engine's own collective (median of interleaved runs)")
+    table = Table(
+        title="ringtree vs the engine's own collective (medians of interleaved calls; "
+        "with --runs, the median over runs and their range)"
+    )
     for name in ("engine", "N", "collective", "size", "algorithm", "ringtree", "native",
                  "ratio", "bar", "wrong"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("engine", "collective", "algorithm",
                                                            "bar") else "right")  # fmt: skip
     for r in rows:
+        ratio = f"{r['ratio']:.2f}"
+        if len(r.get("ratio_runs", ())) > 1:
+            ratio += f" ({min(r['ratio_runs']):.2f}-{max(r['ratio_runs']):.2f})"
         table.add_row(
             r["backend"], str(r["n_ranks"]), r["collective"], format_bytes(r["size_bytes"]),
             r["algorithm"], f"{r['ringtree_s'] * 1e3:.3f} ms", f"{r['native_s'] * 1e3:.3f} ms",
-            f"{r['ratio']:.2f}", bar(r), str(r["wrong"]),
+            ratio, bar(r), str(r["wrong"]),
         )  # fmt: skip
     stdout_console().print(table)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,9 +251,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", default="2,4", help="comma-separated N (default 2,4)")
     p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"default {DEFAULT_SIZES}")
-    p.add_argument("--iters", type=int, default=30, help="timed iterations per cell (default 30)")
+    p.add_argument(
+        "--iters", type=_positive, default=30, help="timed iterations per cell (default 30)"
+    )
     p.add_argument("--backends", default="gloo,mpi", help="gloo, mpi and/or nccl (CUDA)")
     p.add_argument("--algorithm", default="auto", help="ringtree's algorithm (default auto)")
+    p.add_argument(
+        "--runs",
+        type=_positive,
+        default=1,
+        help="repeat the measurement R times; report medians over runs (default 1)",
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -227,11 +272,16 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     algorithms_per_collective(args.algorithm)  # a bad name fails before any process starts
-    rows = []
-    for backend in args.backends.split(","):
-        for n in (int(x) for x in args.ranks.split(",")):
-            print(f"# {backend} N={n} ...", file=sys.stderr, flush=True)
-            rows += measure(backend, n, sizes, args.iters, args.algorithm)
+    runs = []
+    for run in range(args.runs):
+        rows = []
+        for backend in args.backends.split(","):
+            for n in (int(x) for x in args.ranks.split(",")):
+                of = f" (run {run + 1} of {args.runs})" if args.runs > 1 else ""
+                print(f"# {backend} N={n}{of} ...", file=sys.stderr, flush=True)
+                rows += measure(backend, n, sizes, args.iters, args.algorithm)
+        runs.append(rows)
+    rows = combine_runs(runs)
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         print()

@@ -39,3 +39,26 @@ def test_a_call_lasts_from_the_last_entry_to_the_last_exit():
     # two iterations, three ranks: (entry, exit) on the shared clock
     per_rank = [[(0.0, 5.0), (10.0, 12.0)], [(1.0, 4.0), (10.5, 13.0)], [(2.0, 6.0), (9.0, 11.0)]]
     assert bench.call_times(per_rank) == pytest.approx([4.0, 2.5])
+
+
+def test_runs_combine_into_medians_over_runs_with_each_run_kept():
+    bench = load()
+    cell = {"backend": "gloo", "n_ranks": 2, "collective": "reduce-scatter", "size_bytes": 1 << 20,
+            "algorithm": "ring"}  # fmt: skip
+    per_run = ((1.0, 2.0, 0.6, 0), (3.0, 5.0, 0.4, 1), (2.0, 9.0, 0.5, 0))
+    runs = [[{**cell, "ringtree_s": t, "native_s": u, "ratio": q, "wrong": w}]
+            for t, u, q, w in per_run]  # fmt: skip
+    (row,) = bench.combine_runs(runs)
+    assert (row["ringtree_s"], row["native_s"], row["ratio"], row["wrong"]) == (2.0, 5.0, 0.5, 1)
+    assert row["ratio_runs"] == [0.6, 0.4, 0.5] and row["algorithm"] == "ring"
+    assert bench.bar(row) == ">= 1.8x faster ok"  # 1 / 0.5 = 2x
+
+
+@pytest.mark.parametrize("flag", ["--runs", "--iters"])
+@pytest.mark.parametrize("value", ["0", "-2", "three"])
+def test_runs_and_iters_below_one_exit_2_with_one_line(capsys, flag, value):
+    with pytest.raises(SystemExit) as e:
+        load().main([flag, value, "--ranks", "2", "--sizes", "4KiB"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{flag}: expected a whole number >= 1, got '{value}'" in err
