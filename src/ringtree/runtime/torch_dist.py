@@ -1,9 +1,12 @@
 """torch.distributed point-to-point as a Transport: gloo for CPU tensors, NCCL for CUDA.
 
 Uses the process group's own ``send``/``recv`` (group-local ranks, one C++ call per message,
-none of the Python checks of ``dist.isend``). NCCL is a grouped engine: a step's operations
-are posted together through ``batch_isend_irecv`` so that two ranks sending to each other
-cannot deadlock; they carry byte views, so every dtype moves (NCCL has no int16 or complex).
+none of the Python checks of ``dist.isend``). Buffers are tensors, or numpy views of CPU
+tensors (the executor slices through numpy: 0.1 us a slice against 2.3 for a tensor), which
+are wrapped with ``torch.from_numpy`` (0.7 us, the same memory). NCCL is a grouped engine: a
+step's operations are posted together through ``batch_isend_irecv`` so that two ranks
+sending to each other cannot deadlock; they carry byte views, so every dtype moves (NCCL
+has no int16 or complex).
 NCCL's calls return once queued on its stream, and a wait only makes the caller's stream
 wait for the message (the reductions that follow are ordered after it), as torch's own NCCL
 collectives do: the CPU queues the whole schedule without blocking (a wait with a timeout
@@ -31,6 +34,9 @@ import os
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
+
+import numpy as np
+import torch
 
 from ringtree.runtime.threads import share_cores
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
@@ -66,12 +72,16 @@ class TorchTransport(Transport):
             self.down = dist.new_group(ranks, backend="gloo", use_local_synchronization=True)
 
     def _send(self, buf: Buffer, peer: int) -> Any:
+        if type(buf) is np.ndarray:  # a numpy view of a CPU tensor: the same memory
+            buf = torch.from_numpy(buf)
         try:
             return (self.down if peer < self.rank else self.group).send([buf], peer, TAG)
         except RuntimeError as e:
             return _Failed(e)
 
     def _recv(self, buf: Buffer, peer: int) -> Any:
+        if type(buf) is np.ndarray:
+            buf = torch.from_numpy(buf)
         try:
             return (self.down if peer > self.rank else self.group).recv([buf], peer, TAG)
         except RuntimeError as e:
@@ -127,8 +137,6 @@ class _Failed:
 def _bytes(buf: Any) -> Any:
     """``buf`` as bytes (a view): NCCL moves every dtype, int16, bool and complex included,
     as uint8 -- point-to-point needs no arithmetic."""
-    import torch
-
     if buf.dtype == torch.uint8:
         return buf
     if buf.numel() == 0:  # an empty slice may have stride 0, which view() refuses
