@@ -30,7 +30,7 @@ from ringtree.collectives import Collective, ReduceOp, block_bounds
 from ringtree.errors import RingtreeError
 from ringtree.runtime import auto, fingerprint
 from ringtree.runtime.executor import Context, execute
-from ringtree.runtime.kernels import check_dtype, dtype_name, kernels_for
+from ringtree.runtime.kernels import NUMPY_VIEWABLE, check_dtype, dtype_name, kernels_for
 from ringtree.runtime.program import DEFAULT_SLICE_BYTES, Program, compile_program
 from ringtree.runtime.transport import Transport
 
@@ -90,36 +90,41 @@ def _is_mpi_comm(group: Any) -> bool:
 
 # -- buffers -----------------------------------------------------------------------------
 def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
-    """A 1-D view of ``buf`` of the kind ``transport`` carries (never a copy; a tensor is
-    detached from autograd, as torch's collectives write outside it)."""
+    """A 1-D view of ``buf`` that the engine works on (never a copy): a numpy array as is, a
+    CPU tensor of a dtype numpy has as a numpy view of its memory, any other tensor detached
+    from autograd (torch's collectives write outside it too).
+
+    Numpy views keep torch off the hot path: per call, a few numpy operations replace some
+    twenty torch calls (slices, ``.numpy()``, ``.device``), each of which costs microseconds
+    when torch's code has left the CPU caches -- as it has in a training step, between
+    collectives. The transports take numpy views (gloo wraps them with ``torch.from_numpy``)."""
     if isinstance(buf, np.ndarray):
         if not buf.flags.c_contiguous:
             raise RingtreeError(f"{what} must be contiguous: got strides {buf.strides}")
         if writable and not buf.flags.writeable:
             raise RingtreeError(f"{what} is read-only: pass a writable array")
-        flat = buf.reshape(-1)
         if transport.kind == "nccl":
             raise RingtreeError(
                 f"{what} is a numpy array: NCCL carries CUDA tensors (torch.from_numpy(a)"
                 ".cuda()), or use a gloo group for host memory"
             )
-        if transport.kind == "gloo":
-            import torch
-
-            return torch.from_numpy(flat)
-        return flat
+        return buf if buf.ndim == 1 else buf.reshape(-1)
     if not hasattr(buf, "is_contiguous"):
         raise RingtreeError(
             f"{what} must be a torch tensor or a numpy array, got {type(buf).__name__}"
         )
     if not buf.is_contiguous():
         raise RingtreeError(f"{what} must be contiguous: call .contiguous() first")
-    if transport.kind == "nccl" and buf.device.type != "cuda":
+    cpu = buf.is_cpu
+    if transport.kind == "nccl" and (cpu or buf.device.type != "cuda"):
         raise RingtreeError(
             f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
             "or use a gloo group for CPU tensors)"
         )
     flat = buf.detach()  # same memory: a parameter that requires grad can be written
+    if cpu and dtype_name(flat) in NUMPY_VIEWABLE:
+        view = flat.numpy()
+        return view if view.ndim == 1 else view.reshape(-1)
     return flat if flat.dim() == 1 else flat.view(-1)
 
 
@@ -423,11 +428,11 @@ def _on_stream(stream: Any, fn: Any) -> Any:
 
 
 def _like(transport: Transport) -> Any:
-    """An empty buffer of the kind ``transport`` carries."""
-    if transport.kind in ("gloo", "nccl"):
+    """An empty buffer of the kind ``transport`` carries (host memory as numpy)."""
+    if transport.kind == "nccl":
         import torch
 
-        return torch.empty(0, device="cuda" if transport.kind == "nccl" else "cpu")
+        return torch.empty(0, device="cuda")
     return np.empty(0)
 
 

@@ -111,10 +111,7 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
     waits are inlined (each bounded by ``deadline``, a ``time.perf_counter`` value)."""
     s_req: list[Any] = [None] * len(prog.sends)
     r_req: list[Any] = [None] * len(prog.recvs)
-    # what reductions, copies and messages work on: numpy views of CPU tensors where the
-    # dtype allows (a numpy slice costs 0.1 us, a tensor slice 2.3)
-    arith, nums = kernels.arithmetic(bufs)
-    send, recv, reduce, copy = transport.send, transport.recv, arith.reduce, arith.copy
+    send, recv, reduce, copy = transport.send, transport.recv, kernels.reduce, kernels.copy
     twait, time_s = transport.wait, time.perf_counter
     marks, rec = ctx.step_done_s, ctx.recorder
     if rec is not None:
@@ -132,13 +129,13 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
             _, i, b, lo, hi, peer = ins
             if rec is not None:
                 r_posted_at[i] = clock()
-            r_req[i] = recv(nums[b][lo:hi], peer)
+            r_req[i] = recv(bufs[b][lo:hi], peer)
         elif code == SEND:
             _, i, b, lo, hi, peer, packs = ins
             start = clock() if rec is not None else 0.0
             for db, dlo, dhi, sb, slo, shi in packs:
-                copy(nums[db][dlo:dhi], nums[sb][slo:shi])
-            s_req[i] = send(nums[b][lo:hi], peer)
+                copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
+            s_req[i] = send(bufs[b][lo:hi], peer)
             if rec is not None:
                 for j in parts_s[i]:
                     event("send", prog.sends[j], prog.sends[j].loc, start)
@@ -154,12 +151,12 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
         elif code == REDUCE:
             _, i, ab, alo, ahi, lb, llo, lhi, ob, olo, ohi = ins
             start = clock() if rec is not None else 0.0
-            reduce(op, nums[ab][alo:ahi], nums[lb][llo:lhi], nums[ob][olo:ohi])
+            reduce(op, bufs[ab][alo:ahi], bufs[lb][llo:lhi], bufs[ob][olo:ohi])
             if rec is not None:
                 event("reduce", prog.recvs[i], prog.recvs[i].land, start)
         elif code == COPY:
             _, i, ob, olo, ohi, lb, llo, lhi = ins
-            copy(nums[ob][olo:ohi], nums[lb][llo:lhi])
+            copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])
         elif marks is not None:  # STEP_DONE
             now = time.perf_counter()
             marks.extend([now] * (ins[1] + 1 - len(marks)))

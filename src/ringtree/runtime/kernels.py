@@ -1,10 +1,11 @@
 """The arithmetic the executor needs on buffers: allocate, copy, reduce, finish an average.
 
-Two implementations behind one shape: numpy arrays, and torch tensors (any device). On CPU,
-torch tensors of dtypes numpy handles are reduced through zero-copy numpy views: numpy's
-ufuncs are single-threaded and release the GIL, whereas torch's intra-op thread pool spins
-its workers after each parallel region and steals the cores that the engine's I/O threads
-and the other ranks need (measured: 2-3x slower collectives on 2 cores).
+Two implementations behind one shape: numpy arrays, and torch tensors (any device). CPU
+tensors of the dtypes in NUMPY_VIEWABLE reach the engine as numpy views of their memory (the
+API makes them, :func:`ringtree.runtime.api._flat`), so they are reduced by numpy: its ufuncs
+are single-threaded and release the GIL, whereas torch's intra-op thread pool spins its
+workers after each parallel region and steals the cores that the engine's I/O threads and
+the other ranks need (measured: 2-3x slower collectives on 2 cores).
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ REDUCIBLE = {
 }
 
 
+#: Dtypes whose CPU tensors the engine handles as numpy views of the same memory (numpy has
+#: them and reduces them as torch does; float16 and bfloat16 stay torch tensors).
+NUMPY_VIEWABLE = frozenset(
+    {"float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"}
+    | {"complex128"}
+)
+
 _DTYPE_NAMES: dict[Any, str] = {}
 
 
@@ -66,10 +74,6 @@ class NumpyKernels:
     def empty(n: int, like: np.ndarray) -> np.ndarray:
         return np.empty(n, dtype=like.dtype)
 
-    def arithmetic(self, bufs: tuple[Any, ...]) -> tuple[NumpyKernels, tuple[Any, ...]]:
-        """The kernels and views of ``bufs`` that reductions and copies run on: these."""
-        return self, bufs
-
     @staticmethod
     def copy(dst: np.ndarray, src: np.ndarray) -> None:
         np.copyto(dst, src)
@@ -91,19 +95,14 @@ class NumpyKernels:
 
 
 class TorchKernels:
-    """Kernels on torch tensors; CPU dtypes that numpy has go through numpy views."""
+    """Kernels on torch tensors: CUDA tensors, and CPU tensors of dtypes numpy lacks."""
 
     name = "torch"
-    _NUMPY_OK = frozenset(
-        {"float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"}
-        | {"complex128"}
-    )
 
-    def __init__(self, like: Any) -> None:
+    def __init__(self) -> None:
         import torch
 
         self._torch = torch
-        self.via_numpy = like.device.type == "cpu" and dtype_name(like) in self._NUMPY_OK
         self._fns = {
             ReduceOp.SUM: torch.add,
             ReduceOp.PRODUCT: torch.mul,
@@ -114,51 +113,33 @@ class TorchKernels:
     def empty(self, n: int, like: Any) -> Any:
         return self._torch.empty(n, dtype=like.dtype, device=like.device)
 
-    def arithmetic(
-        self, bufs: tuple[Any, ...]
-    ) -> tuple[NumpyKernels | TorchKernels, tuple[Any, ...]]:
-        """The kernels and views of ``bufs`` that reductions and copies run on: numpy views
-        of the whole buffers when the dtype allows (slicing a numpy view costs 0.15 us, a
-        tensor slice plus its ``.numpy()`` 1.8 us, three per reduction), else these."""
-        if self.via_numpy:
-            return _NUMPY, tuple(b.numpy() for b in bufs)
-        return self, bufs
-
-    def copy(self, dst: Any, src: Any) -> None:
-        if self.via_numpy:
-            np.copyto(dst.numpy(), src.numpy())
-        else:
-            dst.copy_(src)
+    @staticmethod
+    def copy(dst: Any, src: Any) -> None:
+        dst.copy_(src)
 
     def reduce(self, op: ReduceOp, a: Any, b: Any, out: Any) -> None:
         """``out = a (op) b``; ``out`` may be ``a`` or ``b``."""
-        if self.via_numpy:
-            _NP_UFUNCS[op.combine](a.numpy(), b.numpy(), out=out.numpy())
-        else:
-            self._fns[op.combine](a, b, out=out)
+        self._fns[op.combine](a, b, out=out)
 
-    def finish(self, op: ReduceOp, buf: Any, n_ranks: int) -> None:
+    @staticmethod
+    def finish(op: ReduceOp, buf: Any, n_ranks: int) -> None:
         """In place: divide by N for AVG (floor division for integers); else nothing."""
         if op is not ReduceOp.AVG:
             return
-        if self.via_numpy:
-            NumpyKernels.finish(op, buf.numpy(), n_ranks)
-        elif buf.dtype.is_floating_point or buf.dtype.is_complex:
+        if buf.dtype.is_floating_point or buf.dtype.is_complex:
             buf.div_(n_ranks)
         else:
             buf.div_(n_ranks, rounding_mode="floor")
 
 
 _NUMPY = NumpyKernels()
-_TORCH: dict[tuple[Any, Any], TorchKernels] = {}
+_TORCH: list[TorchKernels] = []
 
 
 def kernels_for(buf: Any) -> NumpyKernels | TorchKernels:
     """The kernels that operate on ``buf``'s kind of array (shared, stateless)."""
     if isinstance(buf, np.ndarray):
         return _NUMPY
-    key = (buf.device.type, buf.dtype)
-    k = _TORCH.get(key)
-    if k is None:
-        k = _TORCH[key] = TorchKernels(buf)
-    return k
+    if not _TORCH:
+        _TORCH.append(TorchKernels())
+    return _TORCH[0]

@@ -2,8 +2,8 @@
 
 Uses the process group's own ``send``/``recv`` (group-local ranks, one C++ call per message,
 none of the Python checks of ``dist.isend``). Buffers are tensors, or numpy views of CPU
-tensors (the executor slices through numpy: 0.1 us a slice against 2.3 for a tensor), which
-are wrapped with ``torch.from_numpy`` (0.7 us, the same memory). NCCL is a grouped engine: a
+tensors (the API hands the engine those: a numpy slice costs 0.1 us, a tensor slice 2.3),
+which are wrapped with ``torch.from_numpy`` (0.7 us, the same memory). NCCL is a grouped engine: a
 step's operations are posted together through ``batch_isend_irecv`` so that two ranks
 sending to each other cannot deadlock; they carry byte views, so every dtype moves (NCCL
 has no int16 or complex).
