@@ -115,14 +115,13 @@ def _flat(buf: Any, what: str, transport: Transport, writable: bool) -> Any:
         )
     if not buf.is_contiguous():
         raise RingtreeError(f"{what} must be contiguous: call .contiguous() first")
-    cpu = buf.is_cpu
-    if transport.kind == "nccl" and (cpu or buf.device.type != "cuda"):
+    if transport.kind == "nccl" and buf.device.type != "cuda":
         raise RingtreeError(
             f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
             "or use a gloo group for CPU tensors)"
         )
     flat = buf.detach()  # same memory: a parameter that requires grad can be written
-    if cpu and dtype_name(flat) in NUMPY_VIEWABLE:
+    if flat.is_cpu and dtype_name(flat) in NUMPY_VIEWABLE:
         view = flat.numpy()
         return view if view.ndim == 1 else view.reshape(-1)
     return flat if flat.dim() == 1 else flat.view(-1)
