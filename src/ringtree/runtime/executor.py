@@ -98,12 +98,10 @@ def _scratch(transport: Transport, kernels: Any, like: Any, n: int) -> Any:
         return kernels.empty(n, like)
     pool = transport.__dict__.setdefault("_scratch_pool", {})
     key = (like.dtype, getattr(like, "device", None), type(like))
-    kept = pool.get(key)  # (buffer, its length, the last view handed out, that view's length)
-    if kept is None or kept[1] < n:
-        kept = pool[key] = (kernels.empty(n, like), n, None, -1)
-    if kept[3] != n:  # a tensor slice costs 2 us: hand out the same view while n repeats
-        kept = pool[key] = (kept[0], kept[1], kept[0][:n], n)
-    return kept[2]
+    buf = pool.get(key)
+    if buf is None or len(buf) < n:
+        buf = pool[key] = kernels.empty(n, like)
+    return buf[:n]
 
 
 def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  # noqa: ANN001
