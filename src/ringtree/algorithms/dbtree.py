@@ -29,6 +29,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ringtree.algorithms.pipeline import Stream, pipelined_schedule
+from ringtree.algorithms.registry import DEFAULT_PIPELINE_CHUNKS, Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.schedule import Action, Schedule
 
@@ -128,3 +129,11 @@ def dbtree_all_reduce(n_ranks: int, *, n_chunks: int = 1) -> Schedule:
         n_chunks,
         n_blocks=2,
     )
+
+
+# -- registry entry (sources: the module docstring) ----------------------------------------
+register(
+    Algorithm(Collective.ALL_REDUCE, "dbtree", lambda n, s: dbtree_all_reduce(n, n_chunks=s.chunks),
+              default_chunks=DEFAULT_PIPELINE_CHUNKS,
+              source="Sanders, Speck & Traeff 2009; NCCL 2.4 ncclGetDtree"),
+)  # fmt: skip

@@ -18,6 +18,7 @@ hierarchical all-reduce use this decomposition.)
 
 from __future__ import annotations
 
+from ringtree.algorithms.registry import Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule, Transfer, make_steps
@@ -162,3 +163,19 @@ def hierarchical_all_gather(n_ranks: int, ranks_per_node: int | None) -> Schedul
         Collective.ALL_GATHER, "hierarchical", n_ranks, n_ranks, make_steps(rows),
         n_blocks=n_ranks, ranks_per_node=g,
     )  # fmt: skip
+
+
+# -- registry entries (sources: the module docstring) --------------------------------------
+_NODES = "Thakur, Rabenseifner & Gropp 2005 (ring phases); NCCL's and Horovod's hierarchy"
+_C = Collective
+register(
+    Algorithm(_C.ALL_REDUCE, "hierarchical",
+              lambda n, s: hierarchical_all_reduce(n, s.ranks_per_node), needs_nodes=True,
+              source=_NODES),
+    Algorithm(_C.REDUCE_SCATTER, "hierarchical",
+              lambda n, s: hierarchical_reduce_scatter(n, s.ranks_per_node), needs_nodes=True,
+              source=_NODES),
+    Algorithm(_C.ALL_GATHER, "hierarchical",
+              lambda n, s: hierarchical_all_gather(n, s.ranks_per_node), needs_nodes=True,
+              source=_NODES),
+)  # fmt: skip
