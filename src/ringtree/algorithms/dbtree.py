@@ -19,7 +19,7 @@ rank sends and receives about 2S in all (3 * S/2 + S/2), as in the ring, in
 O(log N) + C steps instead of 2(N-1).
 
 Cost (S bytes, depth D ~ log2 N, C chunks per half): about (3D + C) alpha +
-2S (1 + O(D/C)) beta; exact figures in :mod:`ringtree.cost.closed_forms_tree`.
+2S (1 + O(D/C)) beta; exact figures in :mod:`ringtree.cost.forms.dbtree`.
 (Sanders, Speck & Traeff 2009, "Two-tree algorithms for full bandwidth broadcast, reduction
 and scan"; NCCL 2.4, ``ncclGetDtree``.)
 """

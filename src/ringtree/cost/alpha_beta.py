@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.closed_forms import Estimate, estimate
+from ringtree.cost.forms import Estimate, estimate
 from ringtree.cost.host import HostLink, algorithm_host_terms, prices_on_host
 from ringtree.cost.links import LinkSpec, link_name
 from ringtree.cost.model import FLAT, INTER, Link, Terms

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
 from ringtree.cost.alpha_beta import predict_alpha_beta
-from ringtree.cost.closed_forms import has_closed_form, registered
+from ringtree.cost.forms import has_closed_form, registered
 from ringtree.cost.links import LinkSpec
 from ringtree.cost.prediction import Prediction
 from ringtree.cost.textbook import predict_textbook

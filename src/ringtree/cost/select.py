@@ -31,7 +31,7 @@ from typing import Any
 
 from ringtree.algorithms import BuildSpec, algorithms_for
 from ringtree.collectives import Collective
-from ringtree.cost.closed_forms import has_closed_form
+from ringtree.cost.forms import has_closed_form
 from ringtree.cost.host import prices_on_host
 from ringtree.cost.links import LinkSpec
 from ringtree.cost.predict import DEFAULT_MODEL, predict

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.closed_forms import estimate
+from ringtree.cost.forms import estimate
 from ringtree.cost.links import LinkSpec, link_name
 from ringtree.cost.model import FLAT, INTER, Link, Terms
 from ringtree.cost.prediction import Prediction, textbook_bytes
