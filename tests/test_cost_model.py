@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import ringtree.cost.predict as predict_module
+import ringtree.cost.models as predict_module
 from ringtree.algorithms import Algorithm, BuildSpec, build, registry
 from ringtree.collectives import Collective
 from ringtree.cost.forms import Estimate
 from ringtree.cost.forms import base as forms_base
 from ringtree.cost.links import get_link, parse_link
 from ringtree.cost.model import FLAT, INTER, INTRA, Terms, max_bytes_sent, schedule_terms
-from ringtree.cost.predict import parse_model, predict
+from ringtree.cost.models import parse_model, predict
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Schedule
 

@@ -20,7 +20,7 @@ from ringtree.cost.host import (
     host_terms,
     under_load,
 )
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.cost.select import choose
 from ringtree.schedule import Action
 

@@ -17,7 +17,7 @@ import torch
 
 from ringtree.algorithms import BuildSpec, build
 from ringtree.collectives import Collective
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.lab.chrome import lab_chrome_trace
 from ringtree.lab.ddp import LabConfig, failure_message, run_lab
 from ringtree.lab.tutor import build_tutor

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.algorithms import BuildSpec, algorithms_for
+from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.specs import spec_for
 from ringtree.bench.worker import NATIVE, PROGRESS_ENV
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.model import Link
-from ringtree.cost.select import PIPELINED, tuned
+from ringtree.cost.select import tuned
 from ringtree.errors import RingtreeError
 from ringtree.runtime.auto import link_for, loopback_link
 from ringtree.runtime.launch import launch
@@ -204,7 +204,7 @@ def cells(sweep: Sweep) -> list[dict[str, Any]]:
             algs = []
             for a in names:
                 chunks = None
-                if a != NATIVE and (col, a) in PIPELINED and count:
+                if a != NATIVE and get_algorithm(col, a).pipelined and count:
                     at = BuildSpec(root=sweep.root)
                     nbytes = count * itemsize
                     chunks = (

@@ -26,32 +26,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from ringtree.algorithms import BuildSpec, algorithms_for
+from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.collectives import Collective
-from ringtree.cost.forms import has_closed_form
 from ringtree.cost.host import prices_on_host
 from ringtree.cost.links import LinkSpec
-from ringtree.cost.predict import DEFAULT_MODEL, predict
-from ringtree.cost.prediction import Prediction
+from ringtree.cost.models import DEFAULT_MODEL, Model, get_model
+from ringtree.cost.query import Prediction, Query, check
 from ringtree.errors import RingtreeError
 
 AUTO = "auto"
 ENV_VAR = "RINGTREE_ALGO"
 MAX_CHUNKS = 1024
 TIE_TOLERANCE = 0.01
-PIPELINED = frozenset(
-    {
-        (Collective.BROADCAST, "ring"),
-        (Collective.REDUCE, "ring"),
-        (Collective.BROADCAST, "tree"),
-        (Collective.REDUCE, "tree"),
-        (Collective.ALL_REDUCE, "tree"),
-        (Collective.ALL_REDUCE, "dbtree"),
-    }
-)
+
+
+def is_auto(algorithm: str) -> bool:
+    """Whether an algorithm argument asks for the automatic choice."""
+    return algorithm.strip().lower() == AUTO
 
 
 @dataclass(frozen=True)
@@ -103,18 +97,22 @@ def tuned(
 ) -> Candidate:
     """The prediction of ``algorithm``, at its best chunk count when it is pipelined and
     ``spec.n_chunks`` is None (ties go to fewer chunks); else exactly :func:`predict`."""
-    col = Collective.parse(collective)
-    spec = spec or BuildSpec()
-    name = algorithm.strip().lower()
-    if (col, name) not in PIPELINED or spec.n_chunks is not None:
-        p = predict(col, name, n_ranks, size_bytes, links, model, itemsize=itemsize, spec=spec)
-        return Candidate(name, p, spec.n_chunks if (col, name) in PIPELINED else None)
+    q = Query.of(collective, algorithm, n_ranks, size_bytes, itemsize=itemsize, spec=spec)
+    return tune(q, links, get_model(model))
+
+
+def tune(q: Query, links: LinkSpec, model: Model) -> Candidate:
+    """:func:`tuned` for a canonical query."""
+    alg = q.algorithm
+    if not alg.pipelined or q.fixed_chunks:
+        return Candidate(
+            alg.name, model.price(q, links), q.spec.n_chunks if alg.pipelined else None
+        )
     best: Candidate | None = None
-    for c in chunk_options(size_bytes // max(1, itemsize)):
-        p = predict(col, name, n_ranks, size_bytes, links, model, itemsize=itemsize,
-                    spec=replace(spec, n_chunks=c))  # fmt: skip
+    for c in chunk_options(q.count):
+        p = model.price(q.with_chunks(c), links)
         if best is None or p.time_s < best.time_s:
-            best = Candidate(name, p, c)
+            best = Candidate(alg.name, p, c)
     assert best is not None
     return best
 
@@ -132,15 +130,17 @@ def candidates(
 ) -> tuple[list[Candidate], dict[str, str]]:
     """Every algorithm of ``collective`` (or those in ``names``) priced with :func:`tuned`, in
     registration order; and the ones that cannot run here with the reason (e.g. hierarchical
-    without ranks per node, a power-of-two algorithm without folding)."""
-    col = Collective.parse(collective)
+    without ranks per node, a power-of-two algorithm without folding). RingtreeError when the
+    call itself is wrong (N, size, root: :func:`ringtree.cost.query.check`)."""
+    spec = spec or BuildSpec()
+    col = check(collective, n_ranks, size_bytes, itemsize, spec)
+    m = get_model(model)
     out, skipped = [], {}
     for name in names or algorithms_for(col):
-        if not has_closed_form(col, name):
-            continue
         try:
-            out.append(tuned(col, name, n_ranks, size_bytes, links, model,
-                             itemsize=itemsize, spec=spec))  # fmt: skip
+            q = Query.make(get_algorithm(col, name), n_ranks, size_bytes // itemsize, itemsize,
+                           spec)  # fmt: skip
+            out.append(tune(q, links, m))
         except RingtreeError as e:
             skipped[name] = str(e)
     return out, skipped

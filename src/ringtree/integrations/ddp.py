@@ -30,7 +30,7 @@ import torch.distributed as dist
 from ringtree.algorithms import BuildSpec, algorithms_for
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.model import Link
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.errors import RingtreeError
 from ringtree.trace.events import Recorder, TraceEvent
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective, ReduceOp
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.errors import RingtreeError
 from ringtree.runtime import api
 from ringtree.runtime.auto import link_for
