@@ -34,7 +34,7 @@ from typing import Any
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.host import HostLink, algorithm_host_terms, prices_on_host
+from ringtree.cost.host import HostLink, algorithm_host_terms, on_cores, prices_on_host
 from ringtree.cost.links import LinkSpec, link_name
 from ringtree.cost.model import FLAT, INTER, Link, Terms
 from ringtree.cost.query import Prediction, Query, textbook_bytes
@@ -130,8 +130,10 @@ def level_link(links: LinkSpec, level: str) -> Link:
 def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
     """Latency, bandwidth and reduction terms summed over the levels of the closed form (on
     a one-machine :class:`~ringtree.cost.host.HostLink`: that model's terms, from the
-    schedule)."""
+    schedule; or, if its ranks poll, the link they see: :func:`~ringtree.cost.host.on_cores`)."""
     e = q.estimate()
+    if isinstance(links, HostLink) and links.host is not None and links.host.overload:
+        links = on_cores(links, q.n_ranks)
     if prices_on_host(links, q.n_ranks, q.spec):
         assert isinstance(links, HostLink) and links.host is not None
         host = links.host

@@ -27,12 +27,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.host import prices_on_host
 from ringtree.cost.links import LinkSpec
+from ringtree.cost.model import Link
 from ringtree.cost.models import DEFAULT_MODEL, Model, get_model
 from ringtree.cost.query import Prediction, Query, check
 from ringtree.errors import RingtreeError
@@ -273,3 +275,16 @@ def choose(
         raise RingtreeError(f"{ENV_VAR}={raw} cannot run here: {skipped.get(name, name)}")
     chosen = fastest(runnable, fewest_steps=by_steps)
     return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
+
+
+@lru_cache(maxsize=4096)
+def choice_for(
+    collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
+    env: str,
+) -> tuple[str, int | None]:  # fmt: skip
+    """``(algorithm, n_chunks)`` that :func:`choose` picks on ``link`` with ``RINGTREE_ALGO``
+    = ``env`` (""; unset), the alpha-beta model (n_chunks None: not pipelined); cached, for
+    the engine, which asks once per call shape and rank."""
+    choice = choose(collective, n_ranks, nbytes, link, itemsize=itemsize,
+                    spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})  # fmt: skip
+    return choice.algorithm, choice.chosen.n_chunks
