@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.algorithms import algorithms_for
+from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp, block_bounds
 from ringtree.runtime import api
 from ringtree.runtime.errors import MismatchError, PeerError
@@ -36,7 +36,7 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
     out = []
     for col in Collective:
         for alg in algorithms_for(col):
-            rpn = (2 if n % 2 == 0 else 1) if alg == "hierarchical" else None
+            rpn = get_algorithm(col, alg).ranks_per_node_for(n)
             for count in (0, 1, n - 1, int(rng.integers(2, 50)), int(rng.integers(1000, 5000))):
                 ops = list(ReduceOp) if col.reduces else [ReduceOp.SUM]
                 for op in ops:

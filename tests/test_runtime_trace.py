@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import make_inputs
-from ringtree.algorithms import algorithms_for
+from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp, block_bounds
 from ringtree.runtime import LocalTransport, api, run_ranks
 from ringtree.schedule import Action
@@ -23,8 +23,8 @@ class Grouped(LocalTransport):
     grouped = True
 
 
-def rpn_for(alg, n):
-    return (2 if n % 2 == 0 else 1) if alg == "hierarchical" else None
+def rpn_for(col, alg, n):
+    return get_algorithm(col, alg).ranks_per_node_for(n)
 
 
 def traced_call(col, alg, n, count, slice_bytes, grouped):
@@ -41,7 +41,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
             out = np.empty(count, dtype=np.float32)
         rec = Recorder(rank=t.rank)
         api.call(col, x, out, op="sum", root=n - 1, algorithm=alg, group=g, async_op=False,
-                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn_for(alg, n),
+                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn_for(col, alg, n),
                  slice_bytes=slice_bytes, recorder=rec)  # fmt: skip
         return rec.events, g.bytes_sent, g.bytes_received
 
@@ -55,7 +55,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
 def test_events_are_the_schedules_transfers(pair, n, count, slice_bytes, grouped):
     col, alg = pair
     got = traced_call(col, alg, n, count, slice_bytes, grouped)
-    s = api.schedule(col, alg, n, n - 1, None, rpn_for(alg, n))
+    s = api.schedule(col, alg, n, n - 1, None, rpn_for(col, alg, n))
     sizes = s.chunk_sizes(count)
     for rank, (events, sent, received) in enumerate(got):
         want: dict[tuple, int] = defaultdict(int)
