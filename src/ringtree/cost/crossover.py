@@ -21,7 +21,7 @@ from ringtree.algorithms import BuildSpec, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.links import LinkSpec, link_name
 from ringtree.cost.models import DEFAULT_MODEL, get_model
-from ringtree.cost.query import Query
+from ringtree.cost.query import Query, check
 from ringtree.cost.select import Candidate, candidates, fastest, tune
 from ringtree.errors import RingtreeError
 
@@ -132,7 +132,6 @@ def crossover_map(
 ) -> CrossoverMap:
     """Crossovers of every pair of algorithms of ``collective`` on ``n_ranks`` over ``links``,
     for sizes from ``min_bytes`` (default one element) to ``max_bytes``."""
-    col = Collective.parse(collective)
     lo_count = max(1, (min_bytes or itemsize) // itemsize)
     hi_count = max_bytes // itemsize
     if hi_count <= lo_count:
@@ -140,14 +139,15 @@ def crossover_map(
             f"size range {lo_count * itemsize} .. {max_bytes} B is empty: the largest size must "
             f"exceed the smallest (and one {itemsize}-byte element)"
         )
-    first, skipped = candidates(col, n_ranks, lo_count * itemsize, links, model,
-                                itemsize=itemsize, spec=spec)  # fmt: skip
+    spec = spec or BuildSpec()
+    col = check(collective, n_ranks, lo_count * itemsize, itemsize, spec)
+    m = get_model(model)
+    first, skipped = candidates(col, n_ranks, lo_count, itemsize, spec, links, m)
     algs = [c.algorithm for c in first]
     if len(algs) < 1:
         raise RingtreeError(f"no algorithm of {col.value} can run here: {skipped}")
-    m = get_model(model)
-    queries = {a: Query.make(get_algorithm(col, a), n_ranks, lo_count, itemsize,
-                             spec or BuildSpec()) for a in algs}  # fmt: skip
+    queries = {a: Query.make(get_algorithm(col, a), n_ranks, lo_count, itemsize, spec)
+               for a in algs}  # fmt: skip
     cache: dict[tuple[str, int], Candidate] = {}
 
     def cand(alg: str, count: int) -> Candidate:

@@ -120,29 +120,18 @@ def tune(q: Query, links: LinkSpec, model: Model) -> Candidate:
 
 
 def candidates(
-    collective: Collective | str,
-    n_ranks: int,
-    size_bytes: int,
-    links: LinkSpec,
-    model: str = DEFAULT_MODEL,
-    *,
-    itemsize: int = 1,
-    spec: BuildSpec | None = None,
-    names: list[str] | None = None,
-) -> tuple[list[Candidate], dict[str, str]]:
-    """Every algorithm of ``collective`` (or those in ``names``) priced with :func:`tuned`, in
-    registration order; and the ones that cannot run here with the reason (e.g. hierarchical
-    without ranks per node, a power-of-two algorithm without folding). RingtreeError when the
-    call itself is wrong (N, size, root: :func:`ringtree.cost.query.check`)."""
-    spec = spec or BuildSpec()
-    col = check(collective, n_ranks, size_bytes, itemsize, spec)
-    m = get_model(model)
+    collective: Collective, n_ranks: int, count: int, itemsize: int, spec: BuildSpec,
+    links: LinkSpec, model: Model, names: list[str] | None = None,
+) -> tuple[list[Candidate], dict[str, str]]:  # fmt: skip
+    """Every algorithm of ``collective`` (or those in ``names``) priced with :func:`tune`, in
+    registration order, for a call already checked (:func:`ringtree.cost.query.check`); and
+    the ones that cannot run here with the reason (e.g. hierarchical without ranks per node,
+    a power-of-two algorithm without folding)."""
     out, skipped = [], {}
-    for name in names or algorithms_for(col):
+    for name in names or algorithms_for(collective):
         try:
-            q = Query.make(get_algorithm(col, name), n_ranks, size_bytes // itemsize, itemsize,
-                           spec)  # fmt: skip
-            out.append(tune(q, links, m))
+            q = Query.make(get_algorithm(collective, name), n_ranks, count, itemsize, spec)
+            out.append(tune(q, links, model))
         except RingtreeError as e:
             skipped[name] = str(e)
     return out, skipped
@@ -256,16 +245,17 @@ def choose(
     """Pick the algorithm with the lowest predicted time; RINGTREE_ALGO (in ``env``, default
     the process environment) forces or restricts the pick. RingtreeError when nothing can run.
     """
-    col = Collective.parse(collective)
+    spec = spec or BuildSpec()
+    col = check(collective, n_ranks, size_bytes, itemsize, spec)
     raw, allowed = env_algorithms(col, os.environ if env is None else env)
-    cands, skipped = candidates(col, n_ranks, size_bytes, links, model,
-                                itemsize=itemsize, spec=spec)  # fmt: skip
+    cands, skipped = candidates(col, n_ranks, size_bytes // itemsize, itemsize, spec, links,
+                                get_model(model))  # fmt: skip
     if not cands:
         raise RingtreeError(
             f"no algorithm of {col.value} can run here: "
             + "; ".join(f"{k}: {v}" for k, v in skipped.items())
         )
-    by_steps = prices_on_host(links, n_ranks, spec or BuildSpec())
+    by_steps = prices_on_host(links, n_ranks, spec)
     automatic = fastest(cands, fewest_steps=by_steps)
     if not allowed:
         return Choice(automatic, automatic, cands, skipped, forced=False)
