@@ -3,8 +3,9 @@
 A model prices a canonical :class:`~ringtree.cost.query.Query` on a description of the
 hardware: ``price(query, hardware) -> Prediction``. The two here take a link
 (:data:`~ringtree.cost.links.LinkSpec`: one Link, or ``{"intra": Link, "inter": Link}``); a
-model may take another description (a cluster, for a model of a library's own tuner) -- the
-registry only needs its name and ``price``.
+model may take another description (a cluster, for a model of a library's own tuner, which
+would also price its own protocol choice inside ``price``) -- the registry only needs its name
+and ``price``, and :mod:`ringtree.cost.select` asks it for each algorithm and chunk count.
 
 - ``textbook``: the seed's model: bytes per worker ~2S for all-reduce and ~S for the other
   collectives, over the link's nominal bandwidth, with no latency term. It reproduces the
