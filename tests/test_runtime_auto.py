@@ -6,8 +6,7 @@ import pytest
 
 from ringtree.collectives import Collective
 from ringtree.cost.links import SHARED_MEMORY, get_link
-from ringtree.cost.select import choice_for as _choose
-from ringtree.runtime.auto import choose, link_for
+from ringtree.runtime.auto import _choose, choose, link_for
 
 MiB = 1 << 20
 

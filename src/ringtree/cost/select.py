@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
@@ -267,14 +266,13 @@ def choose(
     return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
 
 
-@lru_cache(maxsize=4096)
 def choice_for(
     collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
     env: str,
 ) -> tuple[str, int | None]:  # fmt: skip
     """``(algorithm, n_chunks)`` that :func:`choose` picks on ``link`` with ``RINGTREE_ALGO``
-    = ``env`` (""; unset), the alpha-beta model (n_chunks None: not pipelined); cached, for
-    the engine, which asks once per call shape and rank."""
+    = ``env`` ("": unset), under the alpha-beta model (n_chunks None: not pipelined): what
+    the engine's auto runs."""
     choice = choose(collective, n_ranks, nbytes, link, itemsize=itemsize,
                     spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})  # fmt: skip
     return choice.algorithm, choice.chosen.n_chunks

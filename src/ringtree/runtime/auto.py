@@ -12,6 +12,7 @@ at large sizes. RINGTREE_ALGO forces or restricts the choice, as NCCL_ALGO does 
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 from ringtree.collectives import Collective
 from ringtree.cost.host import on_cores
@@ -47,5 +48,15 @@ def choose(
     (n_chunks None: the algorithm's default). Every rank with the same arguments gets the
     same answer. ``algo_env``: the RINGTREE_ALGO value (None: read it from the environment)."""
     env = os.environ.get(ENV_VAR, "") if algo_env is None else algo_env
+    return _choose(collective, n_ranks, nbytes, itemsize, root, env, kind)
+
+
+@lru_cache(maxsize=4096)
+def _choose(
+    collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int, env: str,
+    kind: str,
+) -> tuple[str, int | None]:  # fmt: skip
+    """:func:`choose`, kept per call shape (each rank asks once per shape, DDP once per
+    bucket and step)."""
     link = link_for(kind, n_ranks)
     return choice_for(collective, n_ranks, nbytes, link, itemsize, root, env)
