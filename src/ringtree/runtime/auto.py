@@ -98,3 +98,17 @@ def choose(
     same answer. ``algo_env``: the RINGTREE_ALGO value (None: read it from the environment)."""
     env = os.environ.get("RINGTREE_ALGO", "") if algo_env is None else algo_env
     return _choose(collective, n_ranks, nbytes, itemsize, root, env, kind)
+
+
+def explain(
+    collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int, algo_env: str,
+    kind: str,
+) -> str:  # fmt: skip
+    """Why "auto" picks what it picks: the competing predicted times on the link assumed, and
+    any RINGTREE_ALGO in force (for the decision log)."""
+    link = link_for(kind, n_ranks)
+    choice = select_choose(
+        collective, n_ranks, nbytes, link, itemsize=itemsize, spec=BuildSpec(root=root),
+        env={"RINGTREE_ALGO": algo_env} if algo_env else {},
+    )  # fmt: skip
+    return f"auto, {choice.reason()}, on {link.name}"
