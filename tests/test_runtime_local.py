@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from conftest import DTYPES, assert_results_equal, make_inputs
 from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp, block_bounds, reference
-from ringtree.runtime import LocalTransport, PeerError, api, program, run_local, run_ranks
+from ringtree.runtime import LocalTransport, PeerError, api, calls, program, run_local, run_ranks
 from ringtree.simulate import simulate
 
 PAIRS = [(c, a) for c in Collective for a in algorithms_for(c)]
@@ -50,14 +50,8 @@ def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, o
     col, alg = pair
     inputs = make_inputs(col, n, count, "float64", op, seed)
     with patch.object(program, "IN_PLACE_MIN_BYTES", 0):
-        api._plans.clear()
-        api._program.cache_clear()
-        try:
-            got = run_local(col, inputs, algorithm=alg, op=op, root=root % n, slice_bytes=sb,
-                            ranks_per_node=rpn_for(col, alg, n))  # fmt: skip
-        finally:
-            api._plans.clear()
-            api._program.cache_clear()
+        got = run_local(col, inputs, algorithm=alg, op=op, root=root % n, slice_bytes=sb,
+                        ranks_per_node=rpn_for(col, alg, n))  # fmt: skip
     assert_results_equal(got, reference(col, inputs, op, root % n), "float64")
 
 
@@ -93,13 +87,12 @@ def test_transport_bytes_equal_schedule_bytes(col, alg, n):
             out = np.empty(b[t.rank + 1] - b[t.rank])
         elif col is Collective.ALL_GATHER:
             out, x = np.empty(count), np.ones(b[t.rank + 1] - b[t.rank])
-        api.call(col, x, out, op="sum", root=n - 1, algorithm=alg, group=t, async_op=False,
-                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn_for(col, alg, n),
-                 slice_bytes=512)  # fmt: skip
+        api.collective(col, x, out, "sum", n - 1, t, algorithm=alg, timeout=10, check=False,
+                       ranks_per_node=rpn_for(col, alg, n), slice_bytes=512)  # fmt: skip
         return t.bytes_sent, t.bytes_received
 
     counted = run_ranks(n, body)
-    s = api.schedule(col, alg, n, n - 1, None, rpn_for(col, alg, n))
+    s = calls.schedule(col, alg, n, n - 1, None, rpn_for(col, alg, n))
     for r, (sent, received) in enumerate(counted):
         assert sent == s.bytes_sent(r, count, itemsize)
         assert received == s.bytes_received(r, count, itemsize)
@@ -181,14 +174,13 @@ def test_grouped_engines_run_step_by_step_with_the_same_results(col, alg):
             out = np.empty(b[t.rank + 1] - b[t.rank], dtype=np.int64)
         elif col is Collective.ALL_GATHER:
             out = np.empty(count, dtype=np.int64)
-        api.call(col, x, out, op="sum", root=1, algorithm=alg, group=g, async_op=False,
-                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn,
-                 slice_bytes=64)  # fmt: skip
+        api.collective(col, x, out, "sum", 1, g, algorithm=alg, timeout=10, check=False,
+                       ranks_per_node=rpn, slice_bytes=64)  # fmt: skip
         return (x if out is None else out), g.bytes_sent
 
     got = run_ranks(n, body)
     want = reference(col, inputs, ReduceOp.SUM, 1)
-    s = api.schedule(col, alg, n, 1, None, rpn)
+    s = calls.schedule(col, alg, n, 1, None, rpn)
     for r, ((g, sent), w) in enumerate(zip(got, want, strict=True)):
         assert sent == s.bytes_sent(r, count, 8)
         if w is not None:

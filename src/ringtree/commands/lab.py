@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     """Train both runs, print the steps and the summary, write the trace."""
     from ringtree.lab.ddp import LabConfig, run_lab
     from ringtree.lab.report import step_rows, summary
-    from ringtree.runtime.runs import RunFailed
+    from ringtree.procs.run import RunFailed
 
     _check(args)
     price = Price.cluster(args.price_cluster_hour) if args.price_cluster_hour is not None else None

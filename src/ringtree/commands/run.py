@@ -9,7 +9,7 @@ from rich.table import Table
 from ringtree.commands import args as A
 from ringtree.cost.select import short_time
 from ringtree.output import print_json, stderr_console, stdout_console
-from ringtree.runtime.runs import RunFailed, RunReport, oversubscription_warning, run_processes
+from ringtree.procs.run import RunFailed, RunReport, oversubscription_warning, run_processes
 from ringtree.units import format_bytes
 
 _NATIVE = {"gloo": "torch.distributed (gloo)", "nccl": "torch.distributed (NCCL)", "mpi": "MPI"}

@@ -20,7 +20,7 @@ from ringtree.collectives import ReduceOp
 from ringtree.commands import args as A
 from ringtree.cost.model import Link
 from ringtree.output import stderr_console
-from ringtree.runtime.runs import oversubscription_warning
+from ringtree.procs.run import oversubscription_warning
 
 
 def factor(text: str) -> float:

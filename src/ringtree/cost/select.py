@@ -266,13 +266,21 @@ def choose(
     return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
 
 
+def engine_choice(
+    collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
+    env: str,
+) -> Choice:  # fmt: skip
+    """What :func:`choose` picks on ``link`` for the engine: the alpha-beta model, root
+    ``root``, ``RINGTREE_ALGO`` = ``env`` ("": unset)."""
+    return choose(collective, n_ranks, nbytes, link, itemsize=itemsize,
+                  spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})  # fmt: skip
+
+
 def choice_for(
     collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
     env: str,
 ) -> tuple[str, int | None]:  # fmt: skip
-    """``(algorithm, n_chunks)`` that :func:`choose` picks on ``link`` with ``RINGTREE_ALGO``
-    = ``env`` ("": unset), under the alpha-beta model (n_chunks None: not pipelined): what
-    the engine's auto runs."""
-    choice = choose(collective, n_ranks, nbytes, link, itemsize=itemsize,
-                    spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})  # fmt: skip
+    """``(algorithm, n_chunks)`` of :func:`engine_choice` (n_chunks None: not pipelined):
+    what the engine's auto runs."""
+    choice = engine_choice(collective, n_ranks, nbytes, link, itemsize, root, env)
     return choice.algorithm, choice.chosen.n_chunks

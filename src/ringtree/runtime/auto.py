@@ -18,7 +18,7 @@ from ringtree.collectives import Collective
 from ringtree.cost.host import on_cores
 from ringtree.cost.links import LOCAL_HOSTS, get_link
 from ringtree.cost.model import Link
-from ringtree.cost.select import ENV_VAR, choice_for
+from ringtree.cost.select import ENV_VAR, choice_for, engine_choice
 
 
 def link_for(kind: str, n_ranks: int, cores: int | None = None) -> Link:
@@ -60,3 +60,14 @@ def _choose(
     bucket and step)."""
     link = link_for(kind, n_ranks)
     return choice_for(collective, n_ranks, nbytes, link, itemsize, root, env)
+
+
+def explain(
+    collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int, algo_env: str,
+    kind: str,
+) -> str:  # fmt: skip
+    """Why "auto" picks what it picks: the competing predicted times on the link assumed, and
+    any RINGTREE_ALGO in force (for the decision log)."""
+    link = link_for(kind, n_ranks)
+    choice = engine_choice(collective, n_ranks, nbytes, link, itemsize, root, algo_env)
+    return f"auto, {choice.reason()}, on {link.name}"
