@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ringtree.procs.launch import free_port, gpu_count, launch
+from ringtree.procs.launch import free_port, gpu_count, launch_body
 from ringtree.procs.run import oversubscription_warning
 
 HERE = Path(__file__).parent
@@ -37,8 +37,9 @@ NO_GPU = gpu_count() == 0
 
 
 def run_suite(n: int, backend: str) -> None:
-    cfg = json.dumps({"backend": backend, "seed": n})
-    out = launch(n, backend, [str(HERE / "engine_cases.py"), cfg], timeout_s=240)
+    cfg = {"seed": n, "timeout_s": 30, "keep_group": True}
+    out = launch_body(n, backend, "engine_cases:run_cases", cfg, timeout_s=240,
+                      env={"PYTHONPATH": str(HERE)})  # fmt: skip
     for r in out.ranks:  # a rank's own failure first: it explains a peer's timeout
         assert not (r.result and r.result["failures"]), r.result["failures"][0]
     assert not out.timed_out

@@ -155,7 +155,8 @@ def test_a_rank_rejecting_its_input_fails_its_peers_fast_when_checking():
         return f"{type(info.value).__name__}: {info.value}"
 
     msgs = run_ranks(2, body)
-    assert msgs[1].startswith("RingtreeError: reduce-scatter output has 3 elements")
+    # issue 15: the rank that rejected its input raises MismatchError too, with its own reason
+    assert msgs[1].startswith("MismatchError: rank 1: reduce-scatter output has 3 elements")
     assert msgs[0].startswith("MismatchError") and "rank 1 rejected its input" in msgs[0]
 
 

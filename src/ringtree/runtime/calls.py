@@ -24,7 +24,7 @@ from ringtree.collectives import Collective, ReduceOp, block_bounds
 from ringtree.errors import RingtreeError
 from ringtree.events import CallRecord
 from ringtree.runtime import auto, buffers, fingerprint, log
-from ringtree.runtime.errors import PeerError
+from ringtree.runtime.errors import MismatchError, PeerError
 from ringtree.runtime.executor import Context, execute
 from ringtree.runtime.groups import Group
 from ringtree.runtime.kernels import check_dtype, dtype_name, kernels_for
@@ -109,10 +109,11 @@ def call(
             plan = make_plan(group, col, x, y, op, root, opts)
             if key is not None:
                 group.remember(key, plan)
-    except RingtreeError:
-        if mode != "off":  # let the other ranks fail now rather than time out
-            _reject(group, col, op, root, opts, timeout_s)
-        raise
+    except RingtreeError as e:
+        if mode == "off" or group.size == 1:
+            raise
+        _reject(group, col, op, root, opts, timeout_s)  # the peers fail now, not at a timeout
+        raise MismatchError(f"rank {group.rank}: {e}", ranks=[group.rank]) from None
     exchange = mode == "always" or (mode == "first" and new)
     if col is Collective.ALL_GATHER:
         b = block_bounds(plan.count, group.size)
@@ -208,7 +209,7 @@ def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
         rop = None
     bad = fingerprint.CallSignature(col, 0, "", rop, opts.algorithm, root, opts.n_chunks, 0,
                                     False)  # fmt: skip
-    with contextlib.suppress(fingerprint.MismatchError, PeerError):
+    with contextlib.suppress(MismatchError, PeerError):
         fingerprint.exchange(group.transport, bad, timeout_s)
 
 

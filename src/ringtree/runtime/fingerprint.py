@@ -1,9 +1,9 @@
 """Mismatch detection: before a collective, ranks exchange a small fingerprint of the call.
 
 A fingerprint is 9 integers (collective, element count, dtype, op, algorithm, root, chunks,
-slice size, input status), all-gathered with a ring (N-1 steps of a few bytes: one latency
-per step) over the group's control channel -- a connection of its own (a private gloo group
-under torch, a duplicate communicator under MPI), so a rank that checks while a peer already
+slice size, input status), sent by every rank to every other (one step of N-1 small messages)
+over the group's control channel -- a connection of its own (a private gloo group under
+torch, a tag of its own under MPI), so a rank that checks while a peer already
 sends data never mixes the two. If any rank differs, every rank raises the same MismatchError
 naming the ranks that disagree with the majority and what they called, so a wrong size
 becomes an immediate error instead of a hang, a crash or garbage.
@@ -18,21 +18,18 @@ timeout instead: a PeerError on every rank.
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from ringtree.algorithms import algorithms_for, build
+from ringtree.algorithms import algorithms_for
 from ringtree.collectives import Collective, ReduceOp
-from ringtree.runtime.errors import MismatchError
-from ringtree.runtime.executor import Context, execute
-from ringtree.runtime.kernels import DTYPES, NumpyKernels
-from ringtree.runtime.program import compile_program
-from ringtree.runtime.transport import Transport
-from ringtree.schedule import Schedule
+from ringtree.runtime.errors import MismatchError, PeerError
+from ringtree.runtime.kernels import DTYPES
+from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
 
 _COLLECTIVES = list(Collective)
 _OPS = list(ReduceOp)
@@ -88,27 +85,37 @@ def _describe(field: str, value: int, collective: Collective) -> str:
 
 
 def exchange(transport: Transport, sig: CallSignature, timeout_s: float) -> None:
-    """All-gather every rank's signature over ``transport``'s control channel; raise
-    MismatchError (on every rank) if they differ; PeerError if a peer does not take part."""
+    """Send every rank's signature to every other over ``transport``'s control channel;
+    raise MismatchError (on every rank) if they differ, PeerError naming the ranks whose
+    signature did not come within ``timeout_s``."""
     control = transport.control()
-    n = control.size
+    n, rank = control.size, control.rank
     if n == 1:
         return
-    mine = sig.encode()
-    width = len(mine)
-    buf = np.zeros(n * width, dtype=np.int64)
-    buf[control.rank * width : (control.rank + 1) * width] = mine
-    prog = compile_program(_ring_gather(n), control.rank, n * width, 8, in_place=True,
-                           in_place_min_bytes=control.in_place_from())  # fmt: skip
-    ctx = Context(label="fingerprint exchange", timeout_s=timeout_s)
-    execute(prog, control, NumpyKernels(), ReduceOp.SUM, buf, buf, n, ctx)
-    table = [tuple(r) for r in buf.reshape(n, width).tolist()]
-    _compare(table, sig.collective, control.rank)
-
-
-@lru_cache(maxsize=64)
-def _ring_gather(n: int) -> Schedule:
-    return build(Collective.ALL_GATHER, "ring", n)
+    mine = np.array(sig.encode(), dtype=np.int64)
+    table = np.zeros((n, mine.size), dtype=np.int64)
+    table[rank] = mine
+    peers = [p for p in range(n) if p != rank]
+    recvs = [control.recv(table[p], p) for p in peers]
+    sends = [control.send(mine, p) for p in peers]
+    deadline = time.perf_counter() + timeout_s
+    missing = []
+    for p, req in [*zip(peers, recvs, strict=True), *zip(peers, sends, strict=True)]:
+        if p in missing:
+            continue
+        try:
+            control.wait(req, max(deadline - time.perf_counter(), 0.001))
+        except (TransportTimeout, TransportClosed):
+            missing.append(p)
+    if missing:
+        who = ", ".join(map(str, missing))
+        raise PeerError(
+            f"rank {rank}: fingerprint exchange before {sig.collective.value}: nothing came "
+            f"from rank{'s' if len(missing) > 1 else ''} {who} within the {timeout_s:g} s "
+            "timeout (died, hangs, or is running a call it made before without this check)",
+            rank=rank, peer=missing[0], step=0,
+        )  # fmt: skip
+    _compare([tuple(r) for r in table.tolist()], sig.collective, rank)
 
 
 def _compare(table: list[tuple[int, ...]], collective: Collective, rank: int) -> None:

@@ -99,10 +99,13 @@ class LocalTransport(Transport):
     def __init__(self, world: LocalWorld, rank: int) -> None:
         super().__init__(rank, world.size)
         self.world = world
+        self._control: LocalTransport | None = None
 
     def control(self) -> LocalTransport:
-        """This rank's end of the world's control sibling."""
-        return self.world.control().transport(self.rank)
+        """This rank's end of the world's control sibling (made on first use)."""
+        if self._control is None:
+            self._control = self.world.control().transport(self.rank)
+        return self._control
 
     def _send(self, buf: Buffer, peer: int) -> _Request:
         return self.world.post(self.rank, peer, buf, sending=True)

@@ -18,6 +18,7 @@ import socket
 import threading
 
 from ringtree import config
+from ringtree.errors import RingtreeError
 
 LOGGER = logging.getLogger("ringtree")
 _configured = False
@@ -51,7 +52,12 @@ def configure() -> None:
         if not LOGGER.handlers:
             if path:
                 path = path.replace("%h", _HOST).replace("%p", str(os.getpid()))
-                handler: logging.Handler = logging.FileHandler(path)
+                try:
+                    handler: logging.Handler = logging.FileHandler(path)
+                except OSError as e:
+                    raise RingtreeError(
+                        f"RINGTREE_DEBUG_FILE={path!r}: cannot write there ({e.strerror})"
+                    ) from None
             else:
                 handler = logging.StreamHandler()
             handler.setFormatter(_Format())

@@ -19,6 +19,9 @@ from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 
 #: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
 TAG = 0x5254
+#: Tag of fingerprint exchanges: MPI matches messages by source, tag and communicator, so
+#: control messages never meet data ones, and no collective call is needed to set them up.
+CONTROL_TAG = TAG + 1
 #: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
 #: in well under a millisecond, and a yield can hand the core away for a whole time slice.
 SPIN_S = 5e-5
@@ -42,11 +45,12 @@ class MpiTransport(Transport):
     #: 1 MiB ring all-reduce on 2 ranks saves its 512 KiB copy (~25 us of ~250).
     in_place_min_bytes = 0
 
-    def __init__(self, comm: Any = None, control: Transport | None = None) -> None:
+    def __init__(self, comm: Any = None, tag: int = TAG, control: Transport | None = None) -> None:
         from mpi4py import MPI
 
         self._MPI = MPI
         self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.tag = tag
         self._control = control
         super().__init__(self.comm.Get_rank(), self.comm.Get_size())
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS")
@@ -56,19 +60,18 @@ class MpiTransport(Transport):
 
     @classmethod
     def open(cls, comm: Any) -> MpiTransport:
-        """The transport of ``comm`` with a control channel on a duplicate of it (collective
-        over ``comm``: every member opens it on its first ringtree call there)."""
-        return cls(comm, control=cls(comm.Dup()))
+        """The transport of ``comm`` with its control channel (CONTROL_TAG)."""
+        return cls(comm, control=cls(comm, tag=CONTROL_TAG))
 
     def control(self) -> Transport:
-        """The duplicate communicator's transport (see :meth:`open`), else this one."""
+        """The control channel (see :meth:`open`), else this transport."""
         return self._control or self
 
     def _send(self, buf: Buffer, peer: int) -> Any:
-        return self.comm.Isend([_bytes_view(buf), self._MPI.BYTE], dest=peer, tag=TAG)
+        return self.comm.Isend([_bytes_view(buf), self._MPI.BYTE], dest=peer, tag=self.tag)
 
     def _recv(self, buf: Buffer, peer: int) -> Any:
-        return self.comm.Irecv([_bytes_view(buf), self._MPI.BYTE], source=peer, tag=TAG)
+        return self.comm.Irecv([_bytes_view(buf), self._MPI.BYTE], source=peer, tag=self.tag)
 
     def wait(self, req: Any, timeout_s: float) -> None:
         """Poll ``req.Test()`` (which drives MPI's progress) until done: spinning for the

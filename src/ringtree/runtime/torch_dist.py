@@ -202,16 +202,24 @@ def open_torch(group: Any, timeout_s: float, duplex: bool = True) -> TorchTransp
 
 
 def _rendezvous(store: Any, rank: int, size: int, timeout_s: float, ranks: list[int]) -> None:
-    """Wait until every member of the group has arrived (set its key), ``timeout_s`` at most."""
-    store.set(f"ready/{rank}", b"1")
-    keys = [f"ready/{r}" for r in range(size)]
+    """Wait until every member of the group has arrived, ``timeout_s`` at most: each member
+    appends its rank to one key and polls it, so that whoever times out knows who is missing
+    (even if the store's host is gone by then)."""
+    store.append("arrived", f"{rank},")
     start = time.monotonic()
-    try:
-        store.wait(keys, timedelta(seconds=timeout_s))
-    except RuntimeError:  # torch's DistStoreError on a timeout
-        missing = [r for r in range(size) if not store.check([keys[r]])]
-        if not missing:
-            raise
+    deadline, pause = start + timeout_s, 0.001
+    seen: set[int] = {rank}
+    while True:
+        try:
+            seen = {int(x) for x in store.get("arrived").decode().split(",") if x}
+        except RuntimeError:  # the store's host is gone: what we saw last stands
+            break
+        if len(seen) >= size or time.monotonic() >= deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+    missing = sorted(set(range(size)) - seen)
+    if missing:
         who = ", ".join(f"{r} (global rank {ranks[r]})" for r in missing)
         raise PeerError(
             f"rank {rank}: the first ringtree call on this group waited "
@@ -219,7 +227,7 @@ def _rendezvous(store: Any, rank: int, size: int, timeout_s: float, ranks: list[
             f"{who}, which did not make it within the {timeout_s:g} s timeout (died, hangs, or "
             "called something else)",
             rank=rank, peer=missing[0], step=0,
-        ) from None  # fmt: skip
+        )  # fmt: skip
 
 
 def _private_gloo(store: Any, purpose: str, rank: int, size: int, timeout_s: float) -> Any:
