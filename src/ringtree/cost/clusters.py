@@ -1,0 +1,267 @@
+"""Clusters as they are built: GPUs per node, the fabric inside a node, NICs and network.
+
+A :class:`Cluster` is a node design and its network (a preset of ``ringtree clusters``, or a
+``[cluster]`` table of a TOML file); the number of nodes is given separately (``--nodes``).
+Presets live in ``ringtree/data/clusters.toml`` and ``gpus.toml``, each with its sources and
+the facts no source states listed as assumed. Units: NIC line rates in Gb/s per direction, as
+vendors quote them; every other bandwidth in GB/s per direction.
+
+A custom cluster file::
+
+    [cluster]
+    gpu = "h100-sxm"          # a GPU preset (``ringtree clusters --json`` lists them)
+    gpus_per_node = 8
+    fabric = "nvswitch"       # nvswitch | nvlink | pcie | pcie-cpu
+    nvls = true
+    nics_per_node = 8
+    nic_gbps = 400
+    network = "ib"            # ib | roce | efa | tcp | tcpx | tcpxo
+    cpu = "intel"             # intel | amd | arm | grace
+
+or ``preset = "dgx-h100"`` plus the keys to change.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ringtree.errors import RingtreeError
+
+FABRICS = ("nvswitch", "nvlink", "pcie", "pcie-cpu")
+NETWORKS = ("ib", "roce", "efa", "tcp", "tcpx", "tcpxo")
+CPUS = ("intel", "amd", "arm", "grace")
+ARCHS = ("volta", "ampere", "ada", "hopper", "blackwell")
+#: PCIe x16 bandwidth per direction by generation, as NCCL models it (src/graph/topo.cc:408-411:
+#: width x speed / 80; Gen3 12, Gen4 24, Gen5 48, Gen6 96 GB/s)
+PCIE_GBPS_X16 = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU model. ``nccl_nvlink_bw``: NCCL's bandwidth per NVLink link (GB/s per
+    direction, ``SM80_NVLINK_BW`` ...); ``nvlink_GBps_per_link``: the vendor's."""
+
+    key: str
+    name: str
+    arch: str
+    sm: int
+    memory_bytes: int
+    bf16_tflops: float
+    nvlink_links: int
+    nvlink_GBps_per_link: float
+    nccl_nvlink_bw: float
+    pcie_gen: int
+    pcie_lanes: int = 16
+    memory_bandwidth_GBps: float = 0.0
+    fp8_tflops: float = 0.0
+    source: str = ""
+    assumed: tuple[str, ...] = ()
+
+    @property
+    def nvlink_GBps(self) -> float:
+        """NCCL's NVLink bandwidth of the GPU, all links, per direction (A100 240, H100 370.8)."""
+        return self.nvlink_links * self.nccl_nvlink_bw
+
+    @property
+    def pcie_GBps(self) -> float:
+        """The GPU's PCIe link per direction, as NCCL models it."""
+        return PCIE_GBPS_X16.get(self.pcie_gen, 24.0) * self.pcie_lanes / 16
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A node design and its network (see the module doc); ``nodes`` is not part of it."""
+
+    key: str
+    name: str
+    gpu: Gpu
+    gpus_per_node: int
+    fabric: str
+    nvls: bool = False
+    nics_per_node: int = 0
+    nic_gbps: float = 0.0
+    network: str = "ib"
+    sharp: bool = False
+    cpu: str = "intel"
+    nvswitch_gen: int = 0
+    network_name: str = ""
+    price_gpu_hour: float | None = None
+    #: measured on this cluster, when known: the host's cost of launching one collective and
+    #: one network step's latency (see ringtree.cost.nccl.timing); None: the model's defaults
+    launch_us: float | None = None
+    net_hop_us: float | None = None
+    source: str = ""
+    assumed: tuple[str, ...] = ()
+    notes: str = ""
+
+    @property
+    def nic_GBps(self) -> float:
+        """One NIC's line rate in GB/s per direction (NCCL: Mb/s / 8000)."""
+        return self.nic_gbps / 8
+
+    @property
+    def node_network_GBps(self) -> float:
+        """All compute NICs of a node, GB/s per direction."""
+        return self.nics_per_node * self.nic_GBps
+
+    def record(self) -> dict[str, Any]:
+        """Plain data (``ringtree clusters --json``)."""
+        g = self.gpu
+        return {
+            "name": self.key, "title": self.name, "gpu": g.key, "gpu_name": g.name,
+            "gpus_per_node": self.gpus_per_node, "fabric": self.fabric, "nvls": self.nvls,
+            "nvlink_GBps_per_gpu": g.nvlink_GBps, "nics_per_node": self.nics_per_node,
+            "nic_gbps": self.nic_gbps, "network": self.network, "network_name": self.network_name,
+            "sharp": self.sharp, "cpu": self.cpu, "price_gpu_hour": self.price_gpu_hour,
+            "source": self.source, "assumed": list(self.assumed), "notes": self.notes,
+        }  # fmt: skip
+
+
+def _data(name: str) -> dict[str, Any]:
+    text = resources.files("ringtree.data").joinpath(name).read_text()
+    return tomllib.loads(text)
+
+
+def _gpu(key: str, t: dict[str, Any]) -> Gpu:
+    return Gpu(
+        key=key, name=t["name"], arch=t["arch"], sm=int(t["sm"]),
+        memory_bytes=int(float(t["memory_gb"]) * 10**9),
+        bf16_tflops=float(t.get("bf16_dense_tflops", 0.0)),
+        nvlink_links=int(t.get("nvlink_links", 0)),
+        nvlink_GBps_per_link=float(t.get("nvlink_gbps_per_link", 0.0)),
+        nccl_nvlink_bw=float(t.get("nccl_nvlink_bw_per_link", 0.0)),
+        pcie_gen=int(t.get("pcie_gen", 4)), pcie_lanes=int(t.get("pcie_lanes", 16)),
+        memory_bandwidth_GBps=float(t.get("memory_bandwidth_gbps", 0.0)),
+        fp8_tflops=float(t.get("fp8_dense_tflops", 0.0)),
+        source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
+    )  # fmt: skip
+
+
+@cache
+def gpus() -> dict[str, Gpu]:
+    """Every GPU preset, by key."""
+    return {k: _gpu(k, t) for k, t in _data("gpus.toml")["gpus"].items()}
+
+
+CLUSTER_KEYS = (
+    "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
+    "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
+    "assumed", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source", "launch_us",
+    "net_hop_us",
+)  # fmt: skip
+
+
+def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
+    unknown = sorted(set(t) - set(CLUSTER_KEYS))
+    if unknown:
+        raise RingtreeError(
+            f"unknown key {unknown[0]!r} in {where}: expected {', '.join(CLUSTER_KEYS)}"
+        )
+    gpu_key = str(t.get("gpu", ""))
+    if gpu_key not in gpus():
+        raise RingtreeError(
+            f"{where}: gpu {gpu_key!r} is not a GPU preset: expected one of {', '.join(gpus())}"
+        )
+    for name, allowed in (("fabric", FABRICS), ("network", NETWORKS), ("cpu", CPUS)):
+        if name in t and t[name] not in allowed:
+            raise RingtreeError(
+                f"{where}: {name} {t[name]!r} unknown: expected one of {', '.join(allowed)}"
+            )
+    try:
+        c = Cluster(
+            key=key, name=str(t.get("name", key)), gpu=gpus()[gpu_key],
+            gpus_per_node=_whole(t, "gpus_per_node", where), fabric=str(t.get("fabric", "")),
+            nvls=bool(t.get("nvls", False)), nics_per_node=int(t.get("nics_per_node", 0)),
+            nic_gbps=float(t.get("nic_gbps", 0.0)), network=str(t.get("network", "ib")),
+            sharp=bool(t.get("sharp", False)), cpu=str(t.get("cpu", "intel")),
+            nvswitch_gen=int(t.get("nvswitch_gen", 0)),
+            network_name=str(t.get("network_name", "")),
+            price_gpu_hour=float(t["price_gpu_hour"]) if t.get("price_gpu_hour") else None,
+            launch_us=float(t["launch_us"]) if t.get("launch_us") else None,
+            net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
+            source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
+            notes=str(t.get("notes", "")),
+        )  # fmt: skip
+    except (TypeError, ValueError) as e:
+        raise RingtreeError(f"{where}: {e}") from None
+    if c.fabric not in FABRICS:
+        raise RingtreeError(f"{where}: fabric {c.fabric!r} unknown: expected {', '.join(FABRICS)}")
+    if c.nics_per_node < 0 or c.nic_gbps < 0 or (c.nics_per_node and not c.nic_gbps):
+        raise RingtreeError(f"{where}: nics_per_node and nic_gbps must be > 0 together")
+    return c
+
+
+def _whole(t: dict[str, Any], key: str, where: str) -> int:
+    v = t.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise RingtreeError(f"{where}: {key} must be a whole number >= 1, got {v!r}")
+    return v
+
+
+@cache
+def presets() -> dict[str, Cluster]:
+    """Every cluster preset, by key."""
+    tables = _data("clusters.toml")["clusters"]
+    return {k: _cluster(k, t, f"preset {k}") for k, t in tables.items()}
+
+
+def get_cluster(text: str) -> Cluster:
+    """A preset by name (any case), or a TOML file's ``[cluster]`` table (a path ending in
+    ``.toml``); RingtreeError naming the presets or the file's problem."""
+    if text.strip().lower().endswith(".toml"):
+        return load_cluster(text.strip())
+    key = text.strip().lower()
+    if key not in presets():
+        raise RingtreeError(
+            f"unknown cluster {text!r}: expected one of {', '.join(presets())} or a FILE.toml"
+        )
+    return presets()[key]
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """The ``[cluster]`` table of a TOML file (``preset = NAME`` starts from a preset)."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise RingtreeError(f"cannot read cluster file {str(path)!r}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RingtreeError(f"cluster file {str(path)!r} is not valid TOML: {e}") from None
+    table = data.get("cluster", data)
+    if not isinstance(table, dict):
+        raise RingtreeError(f"cluster file {str(path)!r}: [cluster] must be a table")
+    table = {k: v for k, v in table.items() if k in CLUSTER_KEYS or k not in PLAN_KEYS}
+    base = table.pop("preset", None)
+    where = f"cluster file {str(path)!r}"
+    if base is not None:
+        start = get_cluster(str(base))
+        merged = {**_as_table(start), **table}
+        return _cluster(Path(path).stem, merged, where)
+    return _cluster(Path(path).stem, table, where)
+
+
+#: Keys of a cluster file that the planner reads and a Cluster ignores.
+PLAN_KEYS = ("nodes", "gpus", "intra", "inter", "gpu_memory")
+
+
+def _as_table(c: Cluster) -> dict[str, Any]:
+    t: dict[str, Any] = {
+        "name": c.name, "gpu": c.gpu.key, "gpus_per_node": c.gpus_per_node, "fabric": c.fabric,
+        "nvls": c.nvls, "nics_per_node": c.nics_per_node, "nic_gbps": c.nic_gbps,
+        "network": c.network, "sharp": c.sharp, "cpu": c.cpu, "nvswitch_gen": c.nvswitch_gen,
+        "network_name": c.network_name, "source": c.source, "notes": c.notes,
+    }  # fmt: skip
+    for key in ("price_gpu_hour", "launch_us", "net_hop_us"):
+        if getattr(c, key) is not None:
+            t[key] = getattr(c, key)
+    return t
+
+
+def with_changes(c: Cluster, **changes: Any) -> Cluster:
+    """``c`` with fields replaced (the command line's overrides)."""
+    return replace(c, **changes)

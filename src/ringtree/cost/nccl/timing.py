@@ -1,0 +1,246 @@
+"""How long NCCL takes for one call on a cluster: NCCL's own choice, timed by ringtree's model.
+
+NCCL's tuner (:mod:`ringtree.cost.nccl.tuner`) predicts times only to rank its options; they
+are 2-3x off the measured time below ~16 MiB (no launch cost, latencies fitted for the choice)
+and off at the plateau too (:mod:`bench.model_vs_published`). So ringtree takes NCCL's
+*choice* from NCCL's tuner and prices what it runs with its own model, in three parts:
+
+``time = softmax(host, latency + bus bytes / bus bandwidth)``
+
+* **host**: the CPU's cost of launching one collective (NCCL's enqueue and the kernel launch).
+  nccl-tests issues its calls back to back, so this hides behind the GPU's work once a call
+  takes longer -- ``softmax(a, b) = (a^4 + b^4)^(1/4)``, which is the larger of the two away
+  from their crossing and a little more near it. Measured floors of 8-byte all-reduces on one
+  node range from 13 us (AWS p5) to 45 us (Azure ND A100 v4) with the same GPUs: it depends on
+  the host, driver and NCCL build, so it is a property of the cluster (``launch_us`` in a
+  cluster file, or calibrated from one measurement) with a default for modern hosts.
+* **latency**: NCCL's own per-step latencies (``tuning.cc``) for the algorithm and protocol
+  chosen, with the network steps at the network's own per-hop latency (InfiniBand NCCL's 5 us
+  for a tree level with LL; EFA and TCP-based fabrics many times that), plus a fixed kernel
+  latency.
+* **bus bandwidth** (nccl-tests' busbw): inside a node, NCCL's NVLink figure (240 GB/s A100,
+  370.8 H100) times an efficiency; between nodes, the NICs the job's GPUs reach times an
+  efficiency per network; per protocol, LL carries half its bytes as flags (and NCCL caps it),
+  LL128 120 of 128; NVLS reduces in the switch (NCCL 2.30's model, which lands on the 480 GB/s
+  measured on 8 H100s) but its chunk shrinks below 1 GiB and each chunk costs a fixed overhead;
+  on two nodes a tree carries each byte over the network once, so it reaches twice the ring's
+  network-bound bandwidth.
+
+Every constant below says where it comes from: NCCL's source, a vendor figure, or a fit to
+published nccl-tests results named in ``bench/published/`` (bench/fit_nccl_model.py redoes the
+fit; bench/model_vs_published.py reports the error on the systems the fit did not see).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ringtree.collectives import Collective
+from ringtree.cost.clusters import Cluster
+from ringtree.cost.nccl import constants as k
+from ringtree.cost.nccl import tuner
+from ringtree.cost.nccl.topology import Topology, topology
+
+
+@dataclass(frozen=True)
+class Params:
+    """The model's constants (module doc); defaults fitted as ``bench/fit_nccl_model.py``
+    prints, see docs/nccl-model.md for the fit and check sets."""
+
+    host_us: float = 13.0
+    kernel_us: float = 2.0
+    intra_latency_scale: float = 0.8
+    softmax_power: float = 4.0
+    nvlink_efficiency: float = 0.99
+    nvls_chunk_overhead_bytes: float = 9 * 1024
+    net_efficiency: tuple[tuple[str, float], ...] = (
+        ("ib", 0.88), ("roce", 0.88), ("efa", 0.85), ("tcpxo", 0.85), ("tcpx", 0.8),
+        ("tcp", 0.6),
+    )  # fmt: skip
+    net_hop_us: tuple[tuple[str, float], ...] = (
+        ("ib", 5.0), ("roce", 6.0), ("efa", 23.0), ("tcpxo", 50.0), ("tcpx", 50.0),
+        ("tcp", 60.0),
+    )  # fmt: skip
+
+    def efficiency(self, network: str) -> float:
+        """Share of the NICs' line rate a collective's traffic reaches on ``network``."""
+        return dict(self.net_efficiency).get(network, 0.8)
+
+    def hop_us(self, network: str) -> float:
+        """One network step's latency with LL on a tree, us (NCCL's IB figure: 5.0)."""
+        return dict(self.net_hop_us).get(network, 10.0)
+
+
+DEFAULT = Params()
+
+
+@dataclass(frozen=True)
+class NcclCall:
+    """One call as NCCL runs it and ringtree times it.
+
+    algorithm, protocol: NCCL's choice (its spelling in ``nccl_name``); channels: what NCCL
+    gives the call. time_s: ringtree's prediction; host_s, latency_s, bandwidth_s: its parts
+    (the time is their soft maximum, see the module doc). busbw/algbw: nccl-tests' figures for
+    that time. nccl_time_s: what NCCL's own tuner predicts for its choice (for comparison).
+    """
+
+    collective: Collective
+    size_bytes: int
+    n_ranks: int
+    nodes: int
+    algorithm: str
+    protocol: str
+    channels: int
+    time_s: float
+    host_s: float
+    latency_s: float
+    bandwidth_s: float
+    busbw_Bps: float
+    nccl_time_s: float
+
+    @property
+    def algbw_Bps(self) -> float:
+        """nccl-tests' algorithm bandwidth: the buffer size over the time."""
+        return self.size_bytes / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def nccl_name(self) -> str:
+        """``Ring/LL128``, as NCCL's logs write it."""
+        return f"{k.NCCL_NAMES[self.algorithm]}/{k.NCCL_NAMES[self.protocol]}"
+
+    def record(self) -> dict[str, Any]:
+        """Plain data (``ringtree cost --cluster ... --json`` rows)."""
+        return {
+            "collective": self.collective.value, "size_bytes": self.size_bytes,
+            "n_ranks": self.n_ranks, "nodes": self.nodes, "time_s": self.time_s,
+            "algbw_gbps": self.algbw_Bps / 1e9, "busbw_gbps": self.busbw_Bps / 1e9,
+            "algorithm": self.algorithm, "protocol": self.protocol, "channels": self.channels,
+            "nccl": self.nccl_name, "host_s": self.host_s, "latency_s": self.latency_s,
+            "bandwidth_s": self.bandwidth_s, "nccl_tuner_time_s": self.nccl_time_s,
+        }  # fmt: skip
+
+
+def bus_factor(collective: Collective, n: int) -> float:
+    """nccl-tests' busbw / algbw: all-reduce 2(N-1)/N, all-gather and reduce-scatter
+    (N-1)/N, broadcast and reduce 1 (nccl-tests' PERFORMANCE.md)."""
+    if n == 1:
+        return 0.0 if collective is not Collective.BROADCAST else 1.0
+    if collective is Collective.ALL_REDUCE:
+        return 2 * (n - 1) / n
+    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        return (n - 1) / n
+    return 1.0
+
+
+def intra_busbw(topo: Topology, p: Params) -> float:
+    """A ring's bus bandwidth inside one node, GB/s: NCCL's NVLink figure (or PCIe path)
+    times ``nvlink_efficiency``."""
+    from ringtree.cost.nccl.topology import intra_bandwidth
+
+    total, _ = intra_bandwidth(topo.cluster)
+    return total * p.nvlink_efficiency
+
+
+def net_busbw(topo: Topology, p: Params) -> float:
+    """A ring's bus bandwidth bound by the network, GB/s: the job's NICs per node times
+    their line rate times the network's efficiency (every ring crosses each node once per
+    channel, so this does not shrink with the node count)."""
+    c = topo.cluster
+    return topo.nics * c.nic_GBps * p.efficiency(c.network)
+
+
+def nvls_chunk_bytes(nbytes: int, topo: Topology) -> int:
+    """NVLS's chunk for a call (src/enqueue.cc:2003-2017): 128 KiB, halved while the call is
+    smaller than 64, 8, 2 x channels x heads x chunk."""
+    heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
+    ch = k.NVLS_CHANNELS.get(topo.arch, 16)
+    chunk = 128 * 1024
+    for times in (64, 8, 2):
+        if nbytes < times * ch * heads * chunk:
+            chunk //= 2
+    return chunk
+
+
+def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
+          p: Params) -> float:  # fmt: skip
+    """The bus bandwidth (GB/s) the chosen algorithm and protocol reach (module doc)."""
+    n, nodes = topo.n_ranks, topo.nodes
+    intra = intra_busbw(topo, p)
+    net = net_busbw(topo, p) if nodes > 1 else float("inf")
+    a, proto = entry.algorithm, entry.protocol
+    if a in ("nvls", "nvls_tree"):
+        bw = tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
+        c = nvls_chunk_bytes(nbytes, topo)
+        c0 = p.nvls_chunk_overhead_bytes
+        bw *= (c / (c + c0)) / ((128 * 1024) / (128 * 1024 + c0))
+        if a == "nvls_tree":
+            bw = min(bw, 2 * net if nodes == 2 else net)
+        return bw
+    if a == "ring":
+        bw = min(intra, net) if topo.gpus_per_node > 1 else net
+    elif a == "tree":
+        bw = min(intra, 2 * net if nodes == 2 else net)
+    else:  # CollNet, PAT: NCCL's own figure
+        return tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
+    if proto == "ll128":
+        bw *= k.LL128_FACTOR * (7 / 9 if a == "tree" and nodes == 1 else 1.0)
+    elif proto == "ll":
+        bw = bw * 0.5 if a == "ring" else bw / k.TREE_LL_DIVISOR
+        if nodes == 1:
+            bw = min(bw, k.LL_MAX_BW[topo.arch][0])
+    return bw
+
+
+def latency_us(entry: tuner.Entry, collective: Collective, topo: Topology, p: Params) -> float:
+    """NCCL's latency of the choice with intra-node steps scaled by ``intra_latency_scale``
+    and network steps at the network's hop latency, plus ``kernel_us``."""
+    c = topo.cluster
+    hop = (c.net_hop_us or p.hop_us(c.network)) / k.HW_LAT["net"]["tree"][0]
+    nccl_net = tuner.latency(collective, entry.algorithm, entry.protocol, topo)
+    if topo.nodes == 1:
+        return p.kernel_us + p.intra_latency_scale * nccl_net
+    intra_only = tuner.latency(collective, entry.algorithm, entry.protocol,
+                               replace(topo, nodes=1))  # fmt: skip
+    return p.kernel_us + p.intra_latency_scale * intra_only + hop * (nccl_net - intra_only)
+
+
+def predict(
+    collective: Collective | str,
+    size_bytes: int,
+    cluster: Cluster,
+    nodes: int = 1,
+    *,
+    gpus_per_node: int | None = None,
+    env: dict[str, str] | None = None,
+    params: Params = DEFAULT,
+) -> NcclCall:
+    """NCCL's choice for one call of ``size_bytes`` on ``nodes`` nodes of ``cluster`` and
+    ringtree's time for it; ``env``: NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, ... as NCCL
+    reads them (RingtreeError on a bad value, or when they leave no algorithm)."""
+    col = Collective.parse(collective)
+    topo = topology(cluster, nodes, gpus_per_node)
+    settings = tuner.Settings.from_env(env or {})
+    return predict_on(col, size_bytes, topo, settings, params)
+
+
+def predict_on(col: Collective, size_bytes: int, topo: Topology, settings: tuner.Settings,
+               params: Params = DEFAULT, entries: list[tuner.Entry] | None = None) -> NcclCall:  # fmt: skip
+    """:func:`predict` on a topology already worked out (a sweep reuses it)."""
+    n = topo.n_ranks
+    host = topo.cluster.launch_us or params.host_us
+    if n == 1:
+        return NcclCall(col, size_bytes, 1, topo.nodes, "ring", "simple", 1, host * 1e-6,
+                        host * 1e-6, 0.0, 0.0, 0.0, 0.0)  # fmt: skip
+    entry = tuner.choose(col, size_bytes, topo, settings, entries)
+    lat = latency_us(entry, col, topo, params)
+    bw = busbw(entry, col, size_bytes, topo, params)
+    band = size_bytes * bus_factor(col, n) / (1000.0 * bw) if bw > 0 else 0.0
+    q = params.softmax_power
+    t_us = (host**q + (lat + band) ** q) ** (1 / q)
+    bus = size_bytes * bus_factor(col, n) / (t_us * 1e-6) if t_us > 0 else 0.0
+    return NcclCall(
+        col, size_bytes, n, topo.nodes, entry.algorithm, entry.protocol,
+        tuner.channels_used(entry, col, size_bytes, topo), t_us * 1e-6, host * 1e-6,
+        lat * 1e-6, band * 1e-6, bus, entry.time_us(col, size_bytes, topo) * 1e-6,
+    )  # fmt: skip

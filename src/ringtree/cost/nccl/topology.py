@@ -1,0 +1,140 @@
+"""What NCCL's topology search finds on a cluster: per algorithm, its channels and their speed.
+
+NCCL searches the machine's graph for rings, trees and NVLS heads at decreasing per-channel
+speeds (src/graph/search.cc) and its tuner prices each algorithm from the channel count and
+per-channel bandwidth found (docs/nccl-tuning-notes.md, section 3). ringtree does not search a
+graph; it applies the rules that search follows on the regular machines a Cluster describes,
+which reproduces the channel counts NCCL logs on them:
+
+* one node, all GPUs on NVSwitch: the GPU's NVLink bandwidth T (links x NCCL's per-link figure:
+  A100 12 x 20.0 = 240, H100 18 x 20.6 = 370.8 GB/s); the first candidate speed s <= T and
+  floor(T / s) channels; NCCL then doubles the channels at half the speed unless s < 25, or
+  s < 50 on SM > 80 with more than 4 channels (``ncclTopoDupChannels``). A100: 6 x 40 ->
+  12 x 20 (logged: 24 execution channels, nccl-tests#100); H100: 6 x 60 -> 12 x 30.
+* several nodes: a channel runs through one NIC; its speed is the first candidate <= the
+  slower of the NIC (Gb/s / 8) and the GPU's PCIe link, and each NIC carries as many channels
+  as fit in its bandwidth. DGX A100, 8 x HDR: 8 x 24 = 192 GB/s (NVIDIA measures "192GB/s
+  AllReduce BusBW", NVIDIA/nccl#812); DGX H100, 8 x NDR: 8 x 48.
+* NVLS (NVSwitch gen3+, Hopper or later, more than 2 GPUs): one head per GPU; per-head speed
+  the first candidate s with (heads + 1) x s <= T (H100: 9 x 40 = 360).
+* PCIe: the GPU's PCIe link (Gen4 x16 24 GB/s); across the CPU root complex NCCL's path is the
+  CPU link (``pcie-cpu``: AMD_BW 16 / Intel 10 GB/s, topo.h).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ringtree.cost.clusters import Cluster
+from ringtree.cost.nccl import constants as k
+from ringtree.errors import RingtreeError
+
+#: GPU-to-GPU bandwidth through the CPU, GB/s (src/graph/topo.h: AMD_BW 16.0, SKL_QPI_BW 10.0)
+CPU_LINK_GBPS = {"amd": 16.0, "intel": 10.0, "arm": 6.0, "grace": 16.0}
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One algorithm's graph: search channels and per-channel GB/s inside and between nodes;
+    ``intra_hw``: the intra-node path type NCCL's latencies use (``nvlink`` or ``pci``)."""
+
+    channels: int
+    bw_intra: float
+    bw_inter: float
+    intra_hw: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What NCCL knows of ``nodes`` nodes of ``cluster``, ``gpus_per_node`` of each node's
+    GPUs in the job (default: all), reaching as many of its NICs (see the module doc)."""
+
+    cluster: Cluster
+    nodes: int
+    gpus_per_node: int
+    nics: int
+    ring: Graph
+    tree: Graph
+    nvls: Graph | None
+
+    @property
+    def n_ranks(self) -> int:
+        """Every GPU of the job."""
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def arch(self) -> str:
+        """NCCL's architecture row (Ada counts as Ampere: SM 89 < 90)."""
+        a = self.cluster.gpu.arch
+        return {"ada": "ampere"}.get(a, a)
+
+    @property
+    def node_column(self) -> int:
+        """NCCL's column of the per-arch tables: 0 one node, 1 two, 2 more."""
+        return min(self.nodes, 3) - 1
+
+
+def intra_bandwidth(c: Cluster) -> tuple[float, str]:
+    """(GB/s per direction between two GPUs of a node as NCCL models it, path type)."""
+    gpu = c.gpu
+    if c.fabric in ("nvswitch", "nvlink") and gpu.nvlink_links:
+        return gpu.nvlink_GBps, "nvlink"
+    if c.fabric == "pcie-cpu":
+        return min(gpu.pcie_GBps, CPU_LINK_GBPS.get(c.cpu, 10.0)), "pci"
+    return gpu.pcie_GBps, "pci"
+
+
+def _first_at_most(speeds: tuple[float, ...], limit: float) -> float:
+    for s in speeds:
+        if s <= limit + 1e-9:
+            return s
+    return speeds[-1]
+
+
+def _dup(channels: int, bw: float, sm: int) -> tuple[int, float]:
+    """``ncclTopoDupChannels``: twice the channels at half the speed, except for slow
+    channels (< 25 GB/s, or < 50 GB/s on SM > 80 with more than 4 channels)."""
+    if bw < 25.0 or (sm > 80 and bw < 50.0 and channels > 4):
+        return channels, bw
+    return 2 * channels, bw / 2
+
+
+def topology(cluster: Cluster, nodes: int, gpus_per_node: int | None = None) -> Topology:
+    """NCCL's graphs for ``nodes`` nodes of ``cluster`` using ``gpus_per_node`` GPUs of each
+    (default: all); RingtreeError when the cluster has no network and ``nodes`` > 1."""
+    g = cluster.gpus_per_node if gpus_per_node is None else gpus_per_node
+    if nodes < 1:
+        raise RingtreeError(f"nodes must be >= 1, got {nodes}")
+    if not 1 <= g <= cluster.gpus_per_node:
+        raise RingtreeError(
+            f"gpus per node must be 1..{cluster.gpus_per_node} on {cluster.key}, got {g}"
+        )
+    if nodes > 1 and not cluster.nics_per_node:
+        raise RingtreeError(f"cluster {cluster.key} has no NICs: it runs on one node only")
+    nics = -(-cluster.nics_per_node * g // cluster.gpus_per_node)  # the used GPUs' own NICs
+    arch = {"ada": "ampere"}.get(cluster.gpu.arch, cluster.gpu.arch)
+    sm = cluster.gpu.sm
+    total, hw = intra_bandwidth(cluster)
+    if nodes == 1:
+        s = _first_at_most(k.SEARCH_SPEEDS_INTRA[arch], total)
+        ch = max(1, min(int(total // s), k.MAX_SEARCH_CHANNELS))
+        ch, bw = _dup(ch, s, sm)
+        ring = Graph(ch, bw, bw, hw)
+    else:
+        path = min(cluster.nic_GBps, cluster.gpu.pcie_GBps)
+        s = _first_at_most(k.SEARCH_SPEEDS_NET[arch], path)
+        per_nic = max(1, int(cluster.nic_GBps // s))
+        ch = max(1, min(nics * per_nic, k.MAX_SEARCH_CHANNELS))
+        ch, bw = _dup(ch, s, sm)
+        ring = Graph(ch, bw, bw, hw)
+    nvls = None
+    if cluster.nvls and cluster.fabric == "nvswitch" and sm >= 90 and g > 2:
+        heads = g
+        s = _first_at_most(k.SEARCH_SPEEDS_INTRA[arch], total / (heads + 1))
+        inter = 2 * s if nodes == 1 else min(2 * s, ring.bw_inter * ring.channels / heads)
+        nvls = Graph(heads, s, inter, "nvlink")
+    tree = ring
+    if nodes == 2:  # the search lets a tree's intra-node part run at up to twice the network's
+        tree = Graph(ring.channels, min(2 * ring.bw_inter, total / ring.channels), ring.bw_inter,
+                     hw)  # fmt: skip
+    return Topology(cluster, nodes, g, nics, ring, tree, nvls)
