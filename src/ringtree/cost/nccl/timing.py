@@ -224,8 +224,10 @@ def predict(
     return predict_on(col, size_bytes, topo, settings, params)
 
 
-def predict_on(col: Collective, size_bytes: int, topo: Topology, settings: tuner.Settings,
-               params: Params = DEFAULT, entries: list[tuner.Entry] | None = None) -> NcclCall:  # fmt: skip
+def predict_on(
+    col: Collective, size_bytes: int, topo: Topology, settings: tuner.Settings,
+    params: Params = DEFAULT, entries: list[tuner.Entry] | None = None,
+) -> NcclCall:  # fmt: skip
     """:func:`predict` on a topology already worked out (a sweep reuses it)."""
     n = topo.n_ranks
     host = topo.cluster.launch_us or params.host_us

@@ -194,8 +194,9 @@ class Settings:
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         """Parse NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE, NCCL_PAT_ENABLE
         (RingtreeError naming a bad value)."""
-        raw = {v: env[v] for v in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE",
-                                   "NCCL_COLLNET_ENABLE", "NCCL_PAT_ENABLE") if env.get(v)}  # fmt: skip
+        names = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
+                 "NCCL_PAT_ENABLE")  # fmt: skip
+        raw = {v: env[v] for v in names if env.get(v)}
         return cls(
             algos=_parse_list(raw["NCCL_ALGO"], _ALGO_BY_NCCL, "NCCL_ALGO")
             if "NCCL_ALGO" in raw else None,
@@ -240,8 +241,9 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str, frozens
         items = [x.strip().lower() for x in body.lstrip("^").split(",") if x.strip()]
         bad = [x for x in items if x not in names]
         if bad or not items:
+            known = ", ".join(k.NCCL_NAMES[v] for v in sorted(every))
             raise RingtreeError(f"{var}={text!r}: unknown name {bad[0] if bad else body!r}: "
-                                f"expected some of {', '.join(k.NCCL_NAMES[v] for v in every)}")  # fmt: skip
+                                f"expected some of {known}")  # fmt: skip
         chosen = frozenset(names[x] for x in items)
         allowed = every - chosen if negate else chosen
         for c in [coll] if coll else NCCL_COLLECTIVES.values():
@@ -259,12 +261,12 @@ def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topolog
     if env.protos is not None and protocol not in env.protos.get(name, frozenset(k.PROTOCOLS)):
         return False
     c, nodes = topo.cluster, topo.nodes
-    if protocol == "ll128" and not named:  # LL128's default: NVLink inside nodes, SM >= 70
-        if topo.ring.intra_hw != "nvlink" or c.gpu.sm < 70:
-            return False
-    if algorithm in ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain"):
-        if protocol != "simple":
-            return False
+    # LL128's default: NVLink inside nodes, SM >= 70 (naming it in NCCL_PROTO forces it on)
+    if protocol == "ll128" and not named and (topo.ring.intra_hw != "nvlink" or c.gpu.sm < 70):
+        return False
+    if protocol != "simple" and algorithm in ("nvls", "nvls_tree", "pat", "collnet_direct",
+                                              "collnet_chain"):  # fmt: skip
+        return False
     if collective in (Collective.BROADCAST, Collective.REDUCE):
         return algorithm == "ring"
     if algorithm in ("nvls", "nvls_tree"):
