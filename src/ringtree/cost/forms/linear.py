@@ -1,0 +1,30 @@
+"""Closed forms of the linear gather and scatter (:mod:`ringtree.algorithms.linear`; Thakur,
+Rabenseifner & Gropp 2005): N-1 steps of one block, (N-1) alpha + (N-1)/N S beta."""
+
+from __future__ import annotations
+
+from ringtree.algorithms import BuildSpec
+from ringtree.collectives import Collective, block_sizes
+from ringtree.cost.forms.base import NOTHING, Estimate, closed_form, flat
+
+
+def _linear(n: int, count: int, itemsize: int, root: int, gather: bool) -> Estimate:
+    """Step k moves block root + k; the root moves them all, every other rank its own."""
+    if n == 1:
+        return NOTHING
+    sizes = block_sizes(count, n)
+    others = [b for r, b in enumerate(sizes) if r != root]
+    sent = max(others) if gather else sum(others)
+    return flat(n - 1, sum(others) * itemsize, 0, sent * itemsize)
+
+
+@closed_form(Collective.GATHER, "linear")
+def linear_gather(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """N-1 steps, the root receives S - its block: (N-1) alpha + (N-1)/N S beta."""
+    return _linear(n, count, itemsize, spec.root, gather=True)
+
+
+@closed_form(Collective.SCATTER, "linear")
+def linear_scatter(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """N-1 steps, the root sends S - its block: (N-1) alpha + (N-1)/N S beta."""
+    return _linear(n, count, itemsize, spec.root, gather=False)
