@@ -156,7 +156,7 @@ class Schedule:
     def input_chunks(self, rank: int) -> list[int]:
         """The chunks ``rank`` brings, in the order its input buffer holds them: its block
         (all-gather, gather), its row (all-to-all), everything at the root and nothing
-        elsewhere (broadcast, scatter), nothing (barrier), else the whole layout."""
+        elsewhere (broadcast, scatter), else the whole layout (the barrier: its token)."""
         c, n = self.collective, self.n_ranks
         if c in (Collective.ALL_GATHER, Collective.GATHER):
             return list(self.block_chunks(rank))
@@ -164,12 +164,12 @@ class Schedule:
             return [k for d in range(n) for k in self.block_chunks(rank * n + d)]
         if c in (Collective.BROADCAST, Collective.SCATTER) and rank != self.root:
             return []
-        return [] if c is Collective.BARRIER else list(range(self.n_chunks))
+        return list(range(self.n_chunks))
 
     def output_chunks(self, rank: int) -> list[int]:
         """The chunks ``rank`` must hold at the end, in the order its output holds them: its
         block (reduce-scatter, scatter), its column (all-to-all), everything at the root and
-        nothing elsewhere (reduce, gather), nothing (barrier), else the whole layout."""
+        nothing elsewhere (reduce, gather), else the whole layout (the barrier: its token)."""
         c, n = self.collective, self.n_ranks
         if c in (Collective.REDUCE_SCATTER, Collective.SCATTER):
             return list(self.block_chunks(rank))
@@ -177,7 +177,7 @@ class Schedule:
             return [k for s in range(n) for k in self.block_chunks(s * n + rank)]
         if c in (Collective.REDUCE, Collective.GATHER) and rank != self.root:
             return []
-        return [] if c is Collective.BARRIER else list(range(self.n_chunks))
+        return list(range(self.n_chunks))
 
     # -- counting ------------------------------------------------------------------------
     @cached_property

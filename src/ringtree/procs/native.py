@@ -153,12 +153,42 @@ class NativeEngine:
         return res
 
 
+def engine_count(col: Collective, count: int, n: int) -> int:
+    """The element count the engines run for ``count``: rounded down to a multiple of N for
+    gather and scatter, whose blocks are equal (torch's and MPI's are, and ringtree's take
+    torch's rule); 0 for the barrier (it moves nothing); else ``count``."""
+    if col is Collective.BARRIER:
+        return 0
+    return count - count % n if col in (Collective.GATHER, Collective.SCATTER) else count
+
+
+def call_buffers(
+    col: Collective, x: Any, count: int, n: int, rank: int, root: int
+) -> tuple[Any, Any]:
+    """``(input, output)`` for :func:`ringtree.runtime.api.collective` from ``x``, the rank's
+    input as :func:`make_input` makes it (on the engine's kind): a fresh output where the
+    collective writes one (None: in place, or none on this rank)."""
+    b = block_bounds(count, n)
+    size = {
+        Collective.REDUCE_SCATTER: b[rank + 1] - b[rank],
+        Collective.ALL_GATHER: count,
+        Collective.ALL_TO_ALL: n * (b[rank + 1] - b[rank]),
+        Collective.GATHER: count if rank == root else None,
+        Collective.SCATTER: b[rank + 1] - b[rank],
+    }.get(col)
+    if size is None:
+        return x, None
+    out = np.empty(size, dtype=x.dtype) if isinstance(x, np.ndarray) else x.new_empty(size)
+    return x, out
+
+
 def make_input(
     col: Collective, count: int, dtype: str, op: ReduceOp, rank: int, n: int
 ) -> np.ndarray:
     """Rank ``rank``'s input: small integers (exact sums in any order), 1s and 2s for PRODUCT."""
     b = block_bounds(count, n)
-    lo, hi = (b[rank], b[rank + 1]) if col is Collective.ALL_GATHER else (0, count)
+    own_block = col in (Collective.ALL_GATHER, Collective.GATHER)
+    lo, hi = (b[rank], b[rank + 1]) if own_block else (0, count)
     i = np.arange(lo, hi, dtype=np.int64)
     vals = 1 + (i + rank) % 2 if op is ReduceOp.PRODUCT else (i * 7 + rank * 3) % 11 - 5
     if dtype == "bfloat16":

@@ -113,6 +113,27 @@ def concat(parts: Sequence[Any], n: int, what: str, fill: bool = True) -> Any:
     return parts[0].new_empty(sum(sizes))
 
 
+def join(parts: Sequence[Any], fill: bool = True) -> Any:
+    """One flat buffer of ``parts``' sizes, side by side (their contents copied if ``fill``),
+    on the first part's kind, dtype and device."""
+    first = parts[0]
+    if isinstance(first, np.ndarray):
+        if fill:
+            return np.concatenate([np.asarray(p).reshape(-1) for p in parts])
+        return np.empty(sum(numel(p) for p in parts), dtype=first.dtype)
+    import torch
+
+    if fill:
+        return torch.cat([p.reshape(-1) for p in parts])
+    return first.new_empty(sum(numel(p) for p in parts))
+
+
+def empty_view(x: Any) -> Any:
+    """A view of none of ``x``'s elements (a buffer that is not there: same kind, dtype and
+    device)."""
+    return x.reshape(-1)[:0]
+
+
 def split_into(whole: Any, parts: Sequence[Any]) -> None:
     """Copy consecutive slices of ``whole`` into ``parts`` (each keeps its shape)."""
     start = 0

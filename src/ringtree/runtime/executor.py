@@ -76,13 +76,11 @@ def execute(
                      ctx)  # fmt: skip
     else:
         _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx)
-    if prog.untouched and outbuf is not inbuf:
-        for lo, hi in prog.untouched:
-            kernels.copy(outbuf[lo - prog.out_offset : hi - prog.out_offset], inbuf[lo:hi])
+    for (sb, slo, shi), (db, dlo, dhi) in prog.untouched:  # never moved: copied over
+        kernels.copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
     if op is ReduceOp.AVG:
-        base = prog.out_offset if outbuf is not inbuf else 0
-        for lo, hi in prog.result:
-            kernels.finish(op, outbuf[lo - base : hi - base], n_ranks)
+        for b, lo, hi in prog.result:
+            kernels.finish(op, bufs[b][lo:hi], n_ranks)
 
 
 #: Receive buffers up to this size are kept by the transport and reused by later calls:

@@ -75,6 +75,8 @@ class Group:
         self.ranks_per_node = ranks_per_node
         self.rank, self.size, self.kind = transport.rank, transport.size, transport.kind
         self.plans: dict[tuple, Any] = {}
+        #: call shapes whose first call has been made (:mod:`ringtree.runtime.calls`)
+        self.checked: set[tuple] = set()
         self._index = {g: r for r, g in enumerate(global_ranks)}
         self._runner: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
@@ -135,6 +137,13 @@ class Group:
         if len(self.plans) >= MAX_PLANS:
             self.plans.clear()
         self.plans[key] = plan
+
+    def see(self, shape: tuple) -> None:
+        """Note that a call of ``shape`` was made (cleared when full, on every rank alike:
+        every rank makes the same calls, so it sees the same shapes)."""
+        if shape not in self.checked and len(self.checked) >= MAX_PLANS:
+            self.checked.clear()
+        self.checked.add(shape)
 
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:
