@@ -19,6 +19,7 @@ from ringtree.algorithms.registry import (
     algorithms_for,
     build,
     check_call,
+    default_algorithm,
     get_algorithm,
     registered,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "algorithms_for",
     "build",
     "check_call",
+    "default_algorithm",
     "get_algorithm",
     "registered",
 ]

@@ -277,10 +277,6 @@ def gather(
     torch), and only it gives ``gather_list``, N tensors of ``tensor``'s size. Example, N=2:
     [1] and [2] -> root [[1], [2]]. Binomial tree: ceil(log2 N) steps, the root receives
     (N-1)/N S (S: all N tensors); linear: N-1 steps of one tensor."""
-    g = group_for(group, Options.make(options).timeout_s)
-    if g is None:
-        not_a_member_warning("gather")
-        return None
     return _gather(tensor, gather_list, _root(dst, group_dst), group, async_op, options)
 
 
@@ -293,10 +289,6 @@ def scatter(
     global rank) or ``group_src`` (default: global rank 0), and only it gives
     ``scatter_list``, N tensors of ``tensor``'s size. Example, N=2: root [[1], [2]] -> [1]
     and [2]. Binomial tree: ceil(log2 N) steps, the root sends (N-1)/N S; linear: N-1 steps."""
-    g = group_for(group, Options.make(options).timeout_s)
-    if g is None:
-        not_a_member_warning("scatter")
-        return None
     return _scatter(tensor, scatter_list, _root(src, group_src), group, async_op, options)
 
 
@@ -331,7 +323,9 @@ def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group:
             async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
     """Gather with ``parts`` the root's list of tensors or one whole buffer (None elsewhere)."""
     g = group_for(group, Options.make(options).timeout_s)
-    assert g is not None
+    if g is None:
+        not_a_member_warning("gather")
+        return None
     roots = (*root, "dst")
     if g.rank != g.root(*roots):
         if parts:
@@ -357,7 +351,9 @@ def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group
              async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
     """Scatter with ``parts`` the root's list of tensors or one whole buffer."""
     g = group_for(group, Options.make(options).timeout_s)
-    assert g is not None
+    if g is None:
+        not_a_member_warning("scatter")
+        return None
     roots = (*root, "src")
     if g.rank != g.root(*roots):
         return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, group,

@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from collections import deque
 from dataclasses import dataclass
 
-from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule
 from ringtree.simulate import initial_holdings, track
 from ringtree.trace.files import write_text
+from ringtree.trace.layout import LAYOUTS, bfs, choose_layout, neighbours, tree_root
+from ringtree.trace.words import caption, schedule_title
+
+__all__ = ["LAYOUTS", "MAX_CHUNKS", "MAX_RANKS", "choose_layout", "legend_svg", "schedule_svg",
+           "schedule_title", "step_panels", "write_svg"]  # fmt: skip
 
 MAX_RANKS = 32
 MAX_CHUNKS = 64
-LAYOUTS = ("auto", "circle", "tree", "nodes")
 # Paul Tol's "bright" and "muted" qualitative schemes: distinct for colour-blind readers too.
 CHUNK_COLOURS = (
     "#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#332288", "#117733",
@@ -66,68 +68,6 @@ def _fmt(v: object) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
 
 
-# -- layout --------------------------------------------------------------------------------
-def _neighbours(s: Schedule) -> list[set[int]]:
-    adj: list[set[int]] = [set() for _ in range(s.n_ranks)]
-    for _, t in s.transfers():
-        adj[t.src].add(t.dst)
-        adj[t.dst].add(t.src)
-    return adj
-
-
-def _bfs(adj: list[set[int]], root: int) -> dict[int, int | None]:
-    """Parent of every rank reachable from ``root`` (root -> None), in BFS order."""
-    parent: dict[int, int | None] = {root: None}
-    queue = deque([root])
-    while queue:
-        u = queue.popleft()
-        for v in sorted(adj[u]):
-            if v not in parent:
-                parent[v] = u
-                queue.append(v)
-    return parent
-
-
-def _is_tree(adj: list[set[int]]) -> bool:
-    edges = sum(len(a) for a in adj) // 2
-    return edges == len(adj) - 1 and len(_bfs(adj, 0)) == len(adj)
-
-
-def _tree_root(s: Schedule, adj: list[set[int]]) -> int:
-    """The schedule's root, or else the centre of its graph (least eccentricity)."""
-    if s.root is not None:
-        return s.root
-
-    def eccentricity(r: int) -> int:
-        parent = _bfs(adj, r)
-        depth = {r: 0}
-        for v, p in parent.items():
-            if p is not None:
-                depth[v] = depth[p] + 1
-        return max(depth.values()) if len(parent) == len(adj) else len(adj) + 1
-
-    return min(range(s.n_ranks), key=lambda r: (eccentricity(r), r))
-
-
-def choose_layout(s: Schedule, layout: str = "auto") -> str:
-    """``circle``, ``tree`` or ``nodes`` for ``s`` (see the module docstring for ``auto``)."""
-    if layout not in LAYOUTS:
-        raise RingtreeError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
-    multi_node = s.ranks_per_node is not None and s.ranks_per_node < s.n_ranks
-    if layout == "nodes" and not multi_node:
-        raise RingtreeError(
-            f"layout 'nodes' needs a schedule on several nodes; {s.algorithm} {s.collective.value}"
-            f" has ranks_per_node={s.ranks_per_node} on {s.n_ranks} ranks"
-        )
-    if layout != "auto":
-        return layout
-    if multi_node:
-        return "nodes"
-    if "tree" in s.algorithm or (s.algorithm != "ring" and _is_tree(_neighbours(s))):
-        return "tree"
-    return "circle"
-
-
 @dataclass(frozen=True)
 class _Geometry:
     """Where the ranks sit in a panel, and the sizes of a rank's box."""
@@ -156,11 +96,11 @@ def _tree_positions(
     """Tidy layered layout of the BFS tree from the root: leaves side by side in order,
     parents centred over their children. Also the room to leave below the last layer (for
     arcs between ranks of one layer, which also get wider gaps)."""
-    n, adj = s.n_ranks, _neighbours(s)
-    parent = _bfs(adj, _tree_root(s, adj))
+    n, adj = s.n_ranks, neighbours(s)
+    parent = bfs(adj, tree_root(s, adj))
     for r in range(n):  # ranks the first tree does not reach: more roots
         if r not in parent:
-            parent.update(_bfs(adj, r))
+            parent.update(bfs(adj, r))
     depth: dict[int, int] = {}
     children: dict[int, list[int]] = {r: [] for r in range(n)}
     for v, p in parent.items():  # BFS order: parents first
@@ -343,31 +283,6 @@ def _rank_box(
                 fill="none", stroke=INK, stroke_width=1.6)  # fmt: skip
 
 
-def _caption(s: Schedule, k: int) -> str:
-    """What panel ``k`` shows, in words (0: the start)."""
-    c = s.collective
-    if k == 0:
-        if c is Collective.BROADCAST:
-            return f"only rank {s.root} holds the data"
-        if c is Collective.ALL_GATHER:
-            return "each rank holds only its own block"
-        return "each rank holds only its own input"
-    if k == s.n_steps:
-        if c is Collective.REDUCE:
-            return f"done: rank {s.root} holds the result"
-        if c is Collective.REDUCE_SCATTER:
-            return "done: each rank r holds block r of the result"
-        return "done: every rank holds the whole result"
-    actions = [t.action for t in s.steps[k - 1].transfers]
-    reduces, copies = actions.count(Action.REDUCE), actions.count(Action.COPY)
-    moved = f"{len(actions)} chunk{'s' if len(actions) > 1 else ''} sent"
-    if not copies:
-        return f"{moved}, each reduced into the receiver's"
-    if not reduces:
-        return f"{moved}, each stored by the receiver"
-    return f"{moved}: {reduces} reduced, {copies} stored"
-
-
 def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
     """One ``<svg>`` element per panel: the state before step 1, then one per step.
 
@@ -399,7 +314,7 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
         )
         _el(svg, "text", title, x=14.0, y=22.0, font_family=FONT, font_size=14,
             font_weight="bold", fill=INK)  # fmt: skip
-        _el(svg, "text", _caption(s, k), x=14.0, y=39.0, font_family=FONT, font_size=12,
+        _el(svg, "text", caption(s, k), x=14.0, y=39.0, font_family=FONT, font_size=12,
             fill=MUTED)  # fmt: skip
         written = {r: set() for r in range(s.n_ranks)}
         if step:
@@ -444,16 +359,6 @@ def legend_svg(s: Schedule) -> ET.Element:
     _el(g, "text", "a cell's fill: the share of the ranks' inputs that the chunk holds (full: "
         "complete); outlined: written in this step", x=0.0, y=60.0, **text)  # fmt: skip
     return g
-
-
-def schedule_title(s: Schedule) -> str:
-    """``ring all-reduce on 4 ranks, 4 chunks: 6 steps`` (and the root, if any)."""
-    root = "" if s.root is None else f", root {s.root}"
-    chunks = f"{s.n_chunks} chunk{'s' if s.n_chunks > 1 else ''}"
-    ranks = f"{s.n_ranks} rank{'s' if s.n_ranks > 1 else ''}"
-    return f"{s.algorithm} {s.collective.value} on {ranks}, {chunks}{root}: " + (
-        f"{s.n_steps} step{'s' if s.n_steps != 1 else ''}"
-    )
 
 
 def schedule_svg(s: Schedule, *, layout: str = "auto", columns: int | None = None) -> str:
