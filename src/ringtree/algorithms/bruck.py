@@ -36,10 +36,14 @@ def bruck_all_to_all(n_ranks: int) -> Schedule:
         hop, low = 1 << k, (1 << k) - 1
         ts = []
         for h in range(n):
+            blocks = []
             for j in range(hop, n):
                 if j & hop:
                     src = (h - (j & low)) % n
-                    ts.append(Transfer(h, (h + hop) % n, src * n + (src + j) % n))
+                    blocks.append(src * n + (src + j) % n)
+            # in block order: the blocks a message brings its receiver for good then follow
+            # each other as in its output (by source), and can land there directly
+            ts += [Transfer(h, (h + hop) % n, b) for b in sorted(blocks)]
         rows.append((ts, f"bruck +{hop}"))
     return Schedule(Collective.ALL_TO_ALL, "bruck", n, n * n, make_steps(rows), n_blocks=n * n)
 

@@ -146,7 +146,7 @@ def all_gather(
         return None
     parts = list(output)
     whole = buffers.concat(parts, g.size, "all-gather output", fill=False)
-    return _call(Collective.ALL_GATHER, input, whole, None, group, async_op, options,
+    return _call(Collective.ALL_GATHER, input, whole, None, g, async_op, options,
                  outputs=parts, after=lambda: buffers.split_into(whole, parts))  # fmt: skip
 
 
@@ -238,7 +238,7 @@ def all_to_all_single(
                     f"{what} has {shape[0]} rows (dim 0), not a multiple of the group size "
                     f"{g.size}: give {what}_split_sizes"
                 )
-    return _call(Collective.ALL_TO_ALL, input, output, None, group, async_op, options,
+    return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, options,
                  splits=splits)  # fmt: skip
 
 
@@ -262,7 +262,7 @@ def all_to_all(
     whole_in = buffers.join(ins)
     whole_out = buffers.join(outs, fill=False)
     splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
-    return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, group, async_op, options,
+    return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, options,
                  outputs=outs, after=lambda: buffers.split_into(whole_out, outs),
                  splits=splits)  # fmt: skip
 
@@ -311,7 +311,7 @@ def barrier(
         token: Any = torch.empty(1, dtype=torch.uint8, device=dev)
     else:
         token = np.empty(0, dtype=np.uint8)
-    return _call(Collective.BARRIER, token, None, None, group, async_op, options, outputs=[])
+    return _call(Collective.BARRIER, token, None, None, g, async_op, options, outputs=[])
 
 
 def _root(given: int | None, in_group: int | None) -> tuple[int | None, int | None]:
@@ -333,17 +333,17 @@ def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group:
                 "gather_list is given on a rank that is not the destination: only the "
                 "destination gives it (as in torch.distributed)"
             )
-        return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, group,
+        return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
                      async_op, options, roots=roots)  # fmt: skip
     if parts is None or (isinstance(parts, list | tuple) and not parts):
         raise RingtreeError("gather_list must be given on the destination rank, one tensor per "
                             "rank (as in torch.distributed)")  # fmt: skip
     if not isinstance(parts, list | tuple):  # one whole buffer (api.collective)
-        return _call(Collective.GATHER, tensor, parts, None, group, async_op, options,
+        return _call(Collective.GATHER, tensor, parts, None, g, async_op, options,
                      roots=roots)  # fmt: skip
     outs = list(parts)
     whole = buffers.concat(outs, g.size, "gather_list", fill=False)
-    return _call(Collective.GATHER, tensor, whole, None, group, async_op, options, roots=roots,
+    return _call(Collective.GATHER, tensor, whole, None, g, async_op, options, roots=roots,
                  outputs=outs, after=lambda: buffers.split_into(whole, outs))  # fmt: skip
 
 
@@ -356,14 +356,14 @@ def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group
         return None
     roots = (*root, "src")
     if g.rank != g.root(*roots):
-        return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, group,
+        return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
                      async_op, options, roots=roots)  # fmt: skip
     if parts is None or (isinstance(parts, list | tuple) and not parts):
         raise RingtreeError("scatter_list must be given on the source rank, one tensor per "
                             "rank (as in torch.distributed)")  # fmt: skip
     whole = buffers.concat(list(parts), g.size, "scatter_list") \
         if isinstance(parts, list | tuple) else parts  # fmt: skip
-    return _call(Collective.SCATTER, whole, tensor, None, group, async_op, options, roots=roots)
+    return _call(Collective.SCATTER, whole, tensor, None, g, async_op, options, roots=roots)
 
 
 def _split_elems(x: Any, sizes: Sequence[int] | None, n: int, what: str) -> tuple[int, ...]:

@@ -125,7 +125,7 @@ def call(
             plan = make_plan(group, col, x, y, op, root, opts, splits)
             if key is not None:
                 group.remember(key, plan)
-        if shape is not None:
+        if new and shape is not None:
             group.see(shape)
     except RingtreeError as e:
         if mode == "off" or group.size == 1:

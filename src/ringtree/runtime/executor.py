@@ -33,7 +33,7 @@ from ringtree.collectives import ReduceOp
 from ringtree.events import Recorder, TraceEvent
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
-from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, WAIT
+from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, WAIT
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
 
 
@@ -74,10 +74,10 @@ def execute(
     if transport.grouped:
         _run_grouped(prog, transport, kernels, op, bufs, _waiter(prog, transport, ctx, deadline),
                      ctx)  # fmt: skip
-    else:
+        for (sb, slo, shi), (db, dlo, dhi) in prog.untouched:  # never moved: copied over
+            kernels.copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
+    else:  # the tape copies them while the first messages fly
         _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx)
-    for (sb, slo, shi), (db, dlo, dhi) in prog.untouched:  # never moved: copied over
-        kernels.copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
     if op is ReduceOp.AVG:
         for b, lo, hi in prog.result:
             kernels.finish(op, bufs[b][lo:hi], n_ranks)
@@ -152,6 +152,9 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
                 event("reduce", prog.recvs[i], prog.recvs[i].land, start)
         elif code == COPY:
             _, i, ob, olo, ohi, lb, llo, lhi = ins
+            copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])
+        elif code == LOCAL:
+            _, ob, olo, ohi, lb, llo, lhi = ins
             copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])
         elif marks is not None:  # STEP_DONE
             now = time.perf_counter()

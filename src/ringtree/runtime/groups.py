@@ -176,7 +176,9 @@ def _keep(handle: Any, group: Group) -> None:
 def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
     """The Group of ``handle`` (see the module doc), made on first use; None when this rank
     is not a member. Making it waits for the other members (the first call's ``timeout_s``,
-    default RINGTREE_TIMEOUT): PeerError names any that do not come."""
+    default RINGTREE_TIMEOUT): PeerError names any that do not come. A Group is its own."""
+    if type(handle) is Group:
+        return handle
     if handle is None:
         handle = _default_handle()
     group = _known(handle)
