@@ -83,10 +83,10 @@ def transport_for(group: Any = None) -> Transport:
 
 def _call(
     col: Collective, inbuf: Any, outbuf: Any, op: Any, group: Any, async_op: bool,
-    options: CallOptions, roots: tuple[int | None, int | None, str] | None = None,
+    options: CallOptions | Options, roots: tuple[int | None, int | None, str] | None = None,
     outputs: list[Any] | None = None, after: Any = None, splits: calls.RankSplits | None = None,
 ) -> Work | None:  # fmt: skip
-    opts = Options.make(options)
+    opts = options if type(options) is Options else Options.make(options)
     g = group_for(group, opts.timeout_s)
     if g is None:
         not_a_member_warning(col.value)
@@ -215,13 +215,15 @@ def all_to_all_single(
     tensors of more than one dimension; a 1-D one is cut like np.array_split). ``input``
     is untouched.
 
-    Example, N=2: [1, 2] and [10, 20] -> rank 0 [1, 10], rank 1 [2, 20]. Pairwise exchange:
-    N-1 steps, (N-1)/N S bytes per rank (S: one rank's input); auto also weighs Bruck's
-    ceil(log2 N) steps of ~S/2 for small ones. With split sizes only pairwise runs (each
-    rank knows only its own blocks' sizes), and the first call of a group checks every
-    rank's sizes against its peers'.
+    Example, N=2: [1, 2] and [10, 20] -> rank 0 [1, 10], rank 1 [2, 20]. Linear (every
+    message at once, as NCCL and gloo do): one step, (N-1)/N S bytes per rank (S: one rank's
+    input); pairwise exchange, Bruck (ceil(log2 N) steps of ~S/2) and hierarchical by name.
+    With split sizes only linear and pairwise run (each rank knows only its own blocks'
+    sizes), and the first such call on a group checks every rank's sizes against its
+    peers'.
     """
-    g = group_for(group, Options.make(options).timeout_s)
+    opts = Options.make(options)
+    g = group_for(group, opts.timeout_s)
     if g is None:
         not_a_member_warning("all-to-all")
         return None
@@ -232,13 +234,12 @@ def all_to_all_single(
         splits = (sent, received)
     else:
         for what, x in (("input", input), ("output", output)):
-            shape = tuple(x.shape)
-            if len(shape) > 1 and shape[0] % g.size:
+            if x.ndim > 1 and x.shape[0] % g.size:
                 raise RingtreeError(
-                    f"{what} has {shape[0]} rows (dim 0), not a multiple of the group size "
+                    f"{what} has {x.shape[0]} rows (dim 0), not a multiple of the group size "
                     f"{g.size}: give {what}_split_sizes"
                 )
-    return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, options,
+    return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
                  splits=splits)  # fmt: skip
 
 
@@ -248,7 +249,7 @@ def all_to_all(
 ) -> Work | None:  # fmt: skip
     """Send ``input_tensor_list[d]`` to rank d, receive rank s's into ``output_tensor_list[s]``
     (any sizes, as long as each rank's tensor for d matches d's for it). Costs one copy in
-    and one out: the tensors travel as one all-to-all with split sizes (pairwise exchange).
+    and one out: the tensors travel as one all-to-all with split sizes (linear).
     Example, N=2: [[1], [2, 2]] and [[3], [4]] -> rank 0 [[1], [3]], rank 1 [[2, 2], [4]]."""
     g = group_for(group, Options.make(options).timeout_s)
     if g is None:

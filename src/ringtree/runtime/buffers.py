@@ -57,10 +57,10 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
             f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
             "or use a gloo group for CPU tensors)"
         )
-    view = buf.detach()
-    if view.is_cpu and dtype_name(view) in NUMPY_VIEWABLE:
-        arr = view.numpy()
+    if buf.is_cpu and dtype_name(buf) in NUMPY_VIEWABLE:  # a new array: never ``is`` another
+        arr = (buf.detach() if buf.requires_grad else buf).numpy()
         return arr if arr.ndim == 1 else arr.reshape(-1)
+    view = buf.detach()
     return view if view.dim() == 1 else view.view(-1)
 
 

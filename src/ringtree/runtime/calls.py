@@ -195,7 +195,7 @@ def make_plan(
     if isinstance(size, Splits) and not moves_own_blocks(s):
         raise RingtreeError(
             f"{name} all-to-all forwards other ranks' blocks, whose split sizes this rank does "
-            f"not know: with split sizes use {DIRECT} (or auto), or give no split sizes"
+            f"not know: with split sizes use {DIRECT} or pairwise (or auto), or give no split sizes"
         )
     slice_bytes = opts.slice_bytes or group.settings.slice_bytes
     in_place = y is x or col is Collective.ALL_GATHER
@@ -215,7 +215,7 @@ def make_plan(
 
 
 #: The all-to-all that split sizes run: every block goes straight to its destination.
-DIRECT = "pairwise"
+DIRECT = "linear"
 
 
 def moves_own_blocks(s: Schedule) -> bool:

@@ -69,7 +69,8 @@ def execute(
     division included). Raises PeerError when a peer fails; the group is then unusable.
     """
     deadline = time.perf_counter() + ctx.timeout_s
-    scratch = _scratch(transport, kernels, inbuf, prog.scratch_elems)
+    n_scratch = prog.scratch_elems  # none: an empty view, no pool lookup
+    scratch = _scratch(transport, kernels, inbuf, n_scratch) if n_scratch else inbuf[:0]
     bufs = (inbuf, outbuf, scratch)
     if transport.grouped:
         _run_grouped(prog, transport, kernels, op, bufs, _waiter(prog, transport, ctx, deadline),

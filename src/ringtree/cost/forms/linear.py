@@ -1,5 +1,6 @@
-"""Closed forms of the linear gather and scatter (:mod:`ringtree.algorithms.linear`; Thakur,
-Rabenseifner & Gropp 2005): N-1 steps of one block, (N-1) alpha + (N-1)/N S beta."""
+"""Closed forms of the linear algorithms (:mod:`ringtree.algorithms.linear`; Thakur,
+Rabenseifner & Gropp 2005): gather and scatter, N-1 steps of one block, (N-1) alpha + (N-1)/N S
+beta; all-to-all, one step, alpha + (N-1)/N S beta."""
 
 from __future__ import annotations
 
@@ -28,3 +29,16 @@ def linear_gather(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimat
 def linear_scatter(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
     """N-1 steps, the root sends S - its block: (N-1) alpha + (N-1)/N S beta."""
     return _linear(n, count, itemsize, spec.root, gather=False)
+
+
+@closed_form(Collective.ALL_TO_ALL, "linear")
+def linear_all_to_all(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """One step, alpha + (N-1)/N S beta: rank r sends every block but its own (S - |block r|)
+    and receives block r from every other rank ((N-1) |block r|); the step lasts as long as
+    the busiest rank's larger direction."""
+    if n == 1:
+        return NOTHING
+    base, extra = divmod(count, n)
+    sent = count - base
+    received = (n - 1) * (base + (1 if extra else 0))
+    return flat(1, max(sent, received) * itemsize, 0, sent * itemsize)
