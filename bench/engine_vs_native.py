@@ -47,8 +47,8 @@ COLLECTIVES = ("all-reduce", "reduce-scatter")
 def worker(cfg: dict[str, Any]) -> None:
     """Time every (size, collective) cell on this rank; write the times for the launcher."""
     import ringtree
-    from ringtree.runtime.launch import write_result
-    from ringtree.runtime.worker import NativeEngine
+    from ringtree.procs.launch import write_result
+    from ringtree.procs.native import NativeEngine
 
     engine = NativeEngine(cfg["backend"], 120)
     n, rank = engine.size, engine.rank
@@ -114,10 +114,10 @@ def _call(engine: Any, who: str, col: str, x: Any, out: Any, algorithm: str) -> 
 
 def _algorithms(ringtree: Any, n: int, cfg: dict[str, Any]) -> dict[str, str]:
     from ringtree.collectives import Collective
-    from ringtree.runtime import api
+    from ringtree.runtime import calls
 
     return {
-        f"{col}/{size}": api.resolve(
+        f"{col}/{size}": calls.resolve(
             Collective.parse(col), cfg["algorithms"][col], n, size // 4, 4, kind=cfg["backend"]
         )[0]
         for size in cfg["sizes"]
@@ -149,7 +149,7 @@ def algorithms_per_collective(algorithm: str) -> dict[str, str]:
 
 def measure(backend: str, n: int, sizes: list[int], iters: int, algorithm: str) -> list[dict]:
     """Launch N ranks, return one row per (size, collective)."""
-    from ringtree.runtime.launch import launch
+    from ringtree.procs.launch import launch
 
     cfg = {"backend": backend, "sizes": sizes, "iters": iters, "warmup": 2,
            "algorithms": algorithms_per_collective(algorithm)}  # fmt: skip

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.algorithms import algorithms_for
+from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp, block_bounds
-from ringtree.runtime import api
+from ringtree.procs.launch import write_result
+from ringtree.procs.native import NativeEngine, copy_buffer, make_input
+from ringtree.runtime import api, calls
 from ringtree.runtime.errors import MismatchError, PeerError
-from ringtree.runtime.launch import write_result
-from ringtree.runtime.worker import NativeEngine, copy_buffer, make_input
 
 DTYPES = {"gloo": ["float32", "float64", "int32", "int64", "bfloat16", "int8"],
           "nccl": ["float32", "float64", "int32", "int64", "bfloat16", "float16", "int8"],
@@ -36,7 +36,7 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
     out = []
     for col in Collective:
         for alg in algorithms_for(col):
-            rpn = (2 if n % 2 == 0 else 1) if alg == "hierarchical" else None
+            rpn = get_algorithm(col, alg).ranks_per_node_for(n)
             for count in (0, 1, n - 1, int(rng.integers(2, 50)), int(rng.integers(1000, 5000))):
                 ops = list(ReduceOp) if col.reduces else [ReduceOp.SUM]
                 for op in ops:
@@ -77,19 +77,19 @@ def run_case(engine: NativeEngine, transport: Any, case: dict[str, Any]) -> str 
         out = np.empty(count, dtype=inp.dtype) if isinstance(inp, np.ndarray) \
             else inp.new_empty(count)  # fmt: skip
     before = transport.counters()[0]
-    work = api.call(
-        col, inp, out, op=op, root=root, algorithm=case["algorithm"], group=transport,
-        async_op=case["async"], timeout=30, check=False, n_chunks=None,
-        ranks_per_node=case["ranks_per_node"], slice_bytes=case["slice_bytes"],
+    work = api.collective(
+        col, inp, out, op, root, transport, case["async"], algorithm=case["algorithm"],
+        timeout=30, check=False, ranks_per_node=case["ranks_per_node"],
+        slice_bytes=case["slice_bytes"],
     )  # fmt: skip
     if work is not None:
         work.wait()
     sent = transport.counters()[0] - before
     itemsize = raw.itemsize if isinstance(raw, np.ndarray) else raw.element_size()
-    name, chunks = api.resolve(
+    name, chunks = calls.resolve(
         col, case["algorithm"], n, count, itemsize, root, kind=transport.kind
     )
-    sched = api.schedule(col, name, n, root, chunks, case["ranks_per_node"])
+    sched = calls.schedule(col, name, n, root, chunks, case["ranks_per_node"])
     label = f"rank {rank} {case}"
     expected = sched.bytes_sent(rank, count, itemsize)
     if sent != expected:

@@ -14,7 +14,7 @@ from ringtree.bench.result import BenchResult, Row
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, HostModel, under_load
 from ringtree.cost.model import Link
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.errors import RingtreeError
 
 ALGS = ("ring", "tree", "dbtree", "recursive", "rabenseifner")

@@ -12,7 +12,7 @@ import pytest
 from ringtree.bench.specs import SPECS, algbw_Bps, spec_for
 from ringtree.bench.sweep import Sweep, gather, spread
 from ringtree.collectives import Collective, ReduceOp, reference
-from ringtree.runtime.worker import make_input
+from ringtree.procs.native import make_input
 
 # 1 MB in 1 ms is 1 GB/s of algbw; busbw by hand: all-reduce 2(N-1)/N, RS/AG (N-1)/N, else 1
 HAND = {

@@ -14,7 +14,7 @@ from ringtree.bench.validate import validate
 from ringtree.cli import main
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, HostModel, under_load
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.cost.profile import load_profile
 from ringtree.cost.select import tuned
 

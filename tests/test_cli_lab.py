@@ -9,7 +9,7 @@ import pytest
 
 from ringtree.cli import main
 from ringtree.lab import ddp
-from ringtree.runtime.runs import RunFailed
+from ringtree.procs.run import RunFailed
 
 
 def exit_status(argv):

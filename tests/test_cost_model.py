@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import ringtree.cost.predict as predict_module
-from ringtree.algorithms import BuildSpec, build
+import ringtree.cost.models as predict_module
+from ringtree.algorithms import Algorithm, BuildSpec, build, registry
 from ringtree.collectives import Collective
-from ringtree.cost import closed_forms
-from ringtree.cost.closed_forms import Estimate
+from ringtree.cost.forms import Estimate
+from ringtree.cost.forms import base as forms_base
 from ringtree.cost.links import get_link, parse_link
 from ringtree.cost.model import FLAT, INTER, INTRA, Terms, max_bytes_sent, schedule_terms
-from ringtree.cost.predict import parse_model, predict
+from ringtree.cost.models import parse_model, predict
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Schedule
 
@@ -106,7 +106,9 @@ def test_two_level_links_price_each_level_on_its_link(monkeypatch):
     def two_level(n, count, itemsize, spec):
         return Estimate({INTRA: Terms(6, 600.0, 0), INTER: Terms(2, 200.0, 0)}, 800)
 
-    monkeypatch.setitem(closed_forms._FORMS, (Collective.ALL_REDUCE, "two-level-test"), two_level)
+    key = (Collective.ALL_REDUCE, "two-level-test")
+    monkeypatch.setitem(forms_base.FORMS, key, two_level)
+    monkeypatch.setitem(registry._REGISTRY, key, Algorithm(*key, builder=None))  # type: ignore[arg-type]
     intra = parse_link("custom:bw=100B/s,lat=1s")
     inter = parse_link("custom:bw=10B/s,lat=5s")
     p = predict("all-reduce", "two-level-test", 8, 1000, {INTRA: intra, INTER: inter})

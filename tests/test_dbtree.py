@@ -1,33 +1,13 @@
-"""Double binary tree: simulate == numpy reference; the trees' shape; every rank sends and
-receives about 2S in all, as in the ring, and none carries much more than the others."""
+"""Double binary tree: the trees' shape; every rank sends and receives about 2S in all, as in
+the ring, and none carries much more than the others. (simulate == numpy reference for every
+algorithm: test_algorithms.py.)"""
 
 import math
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from conftest import DTYPES, assert_results_equal, make_inputs
-from ringtree.algorithms import build
 from ringtree.algorithms.dbtree import dbtree_all_reduce, double_binary_tree, inorder_tree
 from ringtree.algorithms.tree import tree_all_reduce
-from ringtree.collectives import Collective, ReduceOp, reference
-from ringtree.simulate import simulate, verify
-
-
-@given(
-    n=st.integers(1, 33),
-    count=st.integers(0, 5000),
-    dtype=st.sampled_from(DTYPES),
-    op=st.sampled_from(list(ReduceOp)),
-    seed=st.integers(0, 10**6),
-    chunks=st.integers(1, 6),
-)
-def test_dbtree_matches_reference(n, count, dtype, op, seed, chunks):
-    s = build(Collective.ALL_REDUCE, "dbtree", n, n_chunks=chunks)
-    verify(s)
-    xs = make_inputs(Collective.ALL_REDUCE, n, count, dtype, op, seed)
-    assert_results_equal(simulate(s, xs, op), reference(Collective.ALL_REDUCE, xs, op), dtype)
 
 
 def children(parent):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ringtree.runtime.launch import free_port, gpu_count, launch
-from ringtree.runtime.runs import oversubscription_warning
+from ringtree.procs.launch import free_port, gpu_count, launch
+from ringtree.procs.run import oversubscription_warning
 
 HERE = Path(__file__).parent
 RINGTREE = [sys.executable, "-m", "ringtree.cli"]
@@ -24,7 +24,7 @@ def have_mpi() -> bool:
     try:
         import mpi4py  # noqa: F401
 
-        from ringtree.runtime.launch import mpirun_path
+        from ringtree.procs.launch import mpirun_path
 
         mpirun_path()
         return True
@@ -96,7 +96,7 @@ def worker_pids() -> set[int]:
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if b"ringtree.runtime.worker" in (d / "cmdline").read_bytes():
+                if b"ringtree.procs.rank" in (d / "cmdline").read_bytes():
                     pids.add(int(d.name))
             except OSError:
                 pass

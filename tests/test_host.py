@@ -18,9 +18,12 @@ from ringtree.cost.host import (
     HostTerms,
     available_cores,
     host_terms,
+    on_cores,
+    prices_on_host,
     under_load,
 )
-from ringtree.cost.predict import predict
+from ringtree.cost.links import LOCAL_HOSTS
+from ringtree.cost.models import predict
 from ringtree.cost.select import choose
 from ringtree.schedule import Action
 
@@ -129,3 +132,22 @@ def test_available_cores_and_a_link_under_load():
     slow = predict("all-reduce", "ring", 4, 1 << 20, loaded, itemsize=4)
     fast = predict("all-reduce", "ring", 4, 1 << 20, LINK, itemsize=4)
     assert slow.time_s > fast.time_s
+
+
+@pytest.mark.parametrize("kind", ["loopback", "mpi-shm"])
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 300])
+def test_a_host_model_whose_ranks_poll_prices_as_the_link_they_see(kind, n):
+    """The engine's presets are one-machine models too: their ranks poll, so every step loads
+    the cores with all N of them; predict on the model == alpha-beta on on_cores()."""
+    host = LOCAL_HOSTS[kind]
+    seen = on_cores(host, n)
+    assert (seen == host.plain) == (n <= host.host.cores)
+    for col in Collective:
+        for alg in algorithms_for(col):
+            if alg == "hierarchical":
+                continue
+            a = predict(col, alg, n, 1 << 20, host, itemsize=4, spec=BuildSpec(root=n - 1))
+            b = predict(col, alg, n, 1 << 20, seen, itemsize=4, spec=BuildSpec(root=n - 1))
+            assert a == b
+    # ... and ties go to the first registered, as on any link (not to the fewest steps)
+    assert not prices_on_host(host, n, BuildSpec())

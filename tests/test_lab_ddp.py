@@ -17,13 +17,13 @@ import torch
 
 from ringtree.algorithms import BuildSpec, build
 from ringtree.collectives import Collective
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.lab.chrome import lab_chrome_trace
-from ringtree.lab.ddp import LabConfig, failure_message, run_lab
+from ringtree.lab.ddp import LabConfig, run_lab
 from ringtree.lab.tutor import build_tutor
+from ringtree.procs.launch import Launch, RankOutcome
+from ringtree.procs.run import RunFailed
 from ringtree.runtime.auto import loopback_link
-from ringtree.runtime.launch import Launch, RankOutcome
-from ringtree.runtime.runs import RunFailed
 
 STEPS = 5
 
@@ -141,15 +141,15 @@ def test_failure_message_puts_the_cause_first():
 
     broke = {"error": "rank 0: RuntimeError: Connection reset by peer", "failed_at_s": 5.0}
     boom = {"error": "rank 1: ValueError: boom", "failed_at_s": 4.0}
-    assert failure_message(outcome([(0, broke, 1), (1, boom, 1)]), 60) == (
+    assert outcome([(0, broke, 1), (1, boom, 1)]).failure_message(60) == (
         "rank 1: ValueError: boom; rank 0: RuntimeError: Connection reset by peer"
     )
-    assert failure_message(outcome([(0, broke, 1), (1, None, -9)]), 60) == (
+    assert outcome([(0, broke, 1), (1, None, -9)]).failure_message(60) == (
         "rank 1 died (signal 9); rank 0: RuntimeError: Connection reset by peer"
     )
-    assert failure_message(outcome([(0, None, -9), (1, None, -9)], timed_out=True), 7) == (
+    assert outcome([(0, None, -9), (1, None, -9)], timed_out=True).failure_message(7) == (
         "the ranks did not finish within 7 s"
     )
-    assert failure_message(outcome([(0, None, 2, "Segmentation fault")]), 7) == (
+    assert outcome([(0, None, 2, "Segmentation fault")]).failure_message(7) == (
         "rank 0 exited with status 2: Segmentation fault"
     )

@@ -13,7 +13,7 @@ from ringtree.algorithms import BuildSpec
 from ringtree.cli import main
 from ringtree.cost.host import HostLink, HostModel
 from ringtree.cost.links import parse_link
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.cost.profile import link_table, load_profile, toml_text, write_profile
 from ringtree.cost.select import choose
 from ringtree.errors import RingtreeError

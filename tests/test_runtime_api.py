@@ -115,7 +115,7 @@ def test_async_handles_complete_in_call_order():
         (lambda t: ringtree.all_reduce(torch.ones(4, 4).t(), group=t),
          "input must be contiguous"),
         (lambda t: ringtree.broadcast(np.ones(4), src=5, group=t),
-         "root rank 5 is not a rank of this group (0..1)"),
+         "src=5 is not a rank of this group: its global ranks are 0..1"),
         (lambda t: ringtree.all_reduce(np.ones(4), algorithm="bogus", group=t),
          "unknown algorithm 'bogus' for all-reduce"),
         (lambda t: ringtree.all_reduce(np.ones(4), timeout=0, group=t),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ringtree.collectives import Collective
-from ringtree.cost.links import get_link
-from ringtree.runtime.auto import SHARED_MEMORY, _choose, choose, link_for
+from ringtree.cost.links import SHARED_MEMORY, get_link
+from ringtree.runtime.auto import _choose, choose, link_for
 
 MiB = 1 << 20
 

@@ -12,16 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DTYPES, assert_results_equal, make_inputs
-from ringtree.algorithms import algorithms_for
+from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp, block_bounds, reference
-from ringtree.runtime import LocalTransport, PeerError, api, program, run_local, run_ranks
+from ringtree.runtime import LocalTransport, PeerError, api, calls, program, run_local, run_ranks
 from ringtree.simulate import simulate
 
 PAIRS = [(c, a) for c in Collective for a in algorithms_for(c)]
 
 
-def rpn_for(alg: str, n: int) -> int | None:
-    return (2 if n % 2 == 0 else 1) if alg == "hierarchical" else None
+def rpn_for(col: Collective, alg: str, n: int) -> int | None:
+    return get_algorithm(col, alg).ranks_per_node_for(n)
 
 
 @given(
@@ -34,7 +34,7 @@ def test_every_algorithm_matches_the_reference(pair, n, count, op, dtype, root, 
     root %= n
     inputs = make_inputs(col, n, count, dtype, op, seed)
     got = run_local(col, inputs, algorithm=alg, op=op, root=root, slice_bytes=sb,
-                    ranks_per_node=rpn_for(alg, n))  # fmt: skip
+                    ranks_per_node=rpn_for(col, alg, n))  # fmt: skip
     assert_results_equal(got, reference(col, inputs, op, root), dtype)
 
 
@@ -50,14 +50,8 @@ def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, o
     col, alg = pair
     inputs = make_inputs(col, n, count, "float64", op, seed)
     with patch.object(program, "IN_PLACE_MIN_BYTES", 0):
-        api._plans.clear()
-        api._program.cache_clear()
-        try:
-            got = run_local(col, inputs, algorithm=alg, op=op, root=root % n, slice_bytes=sb,
-                            ranks_per_node=rpn_for(alg, n))  # fmt: skip
-        finally:
-            api._plans.clear()
-            api._program.cache_clear()
+        got = run_local(col, inputs, algorithm=alg, op=op, root=root % n, slice_bytes=sb,
+                        ranks_per_node=rpn_for(col, alg, n))  # fmt: skip
     assert_results_equal(got, reference(col, inputs, op, root % n), "float64")
 
 
@@ -71,10 +65,10 @@ def test_executor_agrees_with_the_simulator_bit_for_bit(col, alg):
     inputs = [x + rng.random(x.size).astype(np.float32) for x in inputs]
     from ringtree.algorithms import build
 
-    s = build(col, alg, n, root=2, ranks_per_node=rpn_for(alg, n))
+    s = build(col, alg, n, root=2, ranks_per_node=rpn_for(col, alg, n))
     want = simulate(s, inputs, ReduceOp.SUM)
     got = run_local(col, inputs, algorithm=alg, root=2, slice_bytes=256,
-                    ranks_per_node=rpn_for(alg, n), n_chunks=s.n_chunks)  # fmt: skip
+                    ranks_per_node=rpn_for(col, alg, n), n_chunks=s.n_chunks)  # fmt: skip
     for g, w in zip(got, want, strict=True):
         if w is not None and g is not None:
             np.testing.assert_array_equal(g, w)
@@ -93,13 +87,12 @@ def test_transport_bytes_equal_schedule_bytes(col, alg, n):
             out = np.empty(b[t.rank + 1] - b[t.rank])
         elif col is Collective.ALL_GATHER:
             out, x = np.empty(count), np.ones(b[t.rank + 1] - b[t.rank])
-        api.call(col, x, out, op="sum", root=n - 1, algorithm=alg, group=t, async_op=False,
-                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn_for(alg, n),
-                 slice_bytes=512)  # fmt: skip
+        api.collective(col, x, out, "sum", n - 1, t, algorithm=alg, timeout=10, check=False,
+                       ranks_per_node=rpn_for(col, alg, n), slice_bytes=512)  # fmt: skip
         return t.bytes_sent, t.bytes_received
 
     counted = run_ranks(n, body)
-    s = api.schedule(col, alg, n, n - 1, None, rpn_for(alg, n))
+    s = calls.schedule(col, alg, n, n - 1, None, rpn_for(col, alg, n))
     for r, (sent, received) in enumerate(counted):
         assert sent == s.bytes_sent(r, count, itemsize)
         assert received == s.bytes_received(r, count, itemsize)
@@ -170,7 +163,7 @@ def test_grouped_engines_run_step_by_step_with_the_same_results(col, alg):
 
     n, count = 4, 333
     inputs = make_inputs(col, n, count, np.int64, ReduceOp.SUM, 3)
-    rpn = rpn_for(alg, n)
+    rpn = rpn_for(col, alg, n)
 
     def body(t: LocalTransport) -> tuple[np.ndarray | None, int]:
         g = Grouped(t.world, t.rank)
@@ -181,14 +174,13 @@ def test_grouped_engines_run_step_by_step_with_the_same_results(col, alg):
             out = np.empty(b[t.rank + 1] - b[t.rank], dtype=np.int64)
         elif col is Collective.ALL_GATHER:
             out = np.empty(count, dtype=np.int64)
-        api.call(col, x, out, op="sum", root=1, algorithm=alg, group=g, async_op=False,
-                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn,
-                 slice_bytes=64)  # fmt: skip
+        api.collective(col, x, out, "sum", 1, g, algorithm=alg, timeout=10, check=False,
+                       ranks_per_node=rpn, slice_bytes=64)  # fmt: skip
         return (x if out is None else out), g.bytes_sent
 
     got = run_ranks(n, body)
     want = reference(col, inputs, ReduceOp.SUM, 1)
-    s = api.schedule(col, alg, n, 1, None, rpn)
+    s = calls.schedule(col, alg, n, 1, None, rpn)
     for r, ((g, sent), w) in enumerate(zip(got, want, strict=True)):
         assert sent == s.bytes_sent(r, count, 8)
         if w is not None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ringtree.algorithms import algorithms_for, build
+from ringtree.algorithms import algorithms_for, build, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.runtime import program
 from ringtree.runtime.program import (
@@ -27,7 +27,7 @@ from ringtree.runtime.program import (
 def every_schedule(n: int):
     for col in Collective:
         for alg in algorithms_for(col):
-            rpn = (2 if n % 2 == 0 else 1) if alg == "hierarchical" else None
+            rpn = get_algorithm(col, alg).ranks_per_node_for(n)
             yield build(col, alg, n, root=n - 1, ranks_per_node=rpn)
 
 

@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import make_inputs
-from ringtree.algorithms import algorithms_for
+from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp, block_bounds
-from ringtree.runtime import LocalTransport, api, run_ranks
+from ringtree.events import Recorder
+from ringtree.runtime import LocalTransport, api, calls, run_ranks
 from ringtree.schedule import Action
-from ringtree.trace.events import Recorder
 
 PAIRS = [(c, a) for c in Collective for a in algorithms_for(c)]
 
@@ -23,8 +23,8 @@ class Grouped(LocalTransport):
     grouped = True
 
 
-def rpn_for(alg, n):
-    return (2 if n % 2 == 0 else 1) if alg == "hierarchical" else None
+def rpn_for(col, alg, n):
+    return get_algorithm(col, alg).ranks_per_node_for(n)
 
 
 def traced_call(col, alg, n, count, slice_bytes, grouped):
@@ -40,9 +40,9 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
         elif col is Collective.ALL_GATHER:
             out = np.empty(count, dtype=np.float32)
         rec = Recorder(rank=t.rank)
-        api.call(col, x, out, op="sum", root=n - 1, algorithm=alg, group=g, async_op=False,
-                 timeout=10, check=False, n_chunks=None, ranks_per_node=rpn_for(alg, n),
-                 slice_bytes=slice_bytes, recorder=rec)  # fmt: skip
+        api.collective(col, x, out, "sum", n - 1, g, algorithm=alg, timeout=10, check=False,
+                       ranks_per_node=rpn_for(col, alg, n), slice_bytes=slice_bytes,
+                       recorder=rec)  # fmt: skip
         return rec.events, g.bytes_sent, g.bytes_received
 
     return run_ranks(n, body)
@@ -55,7 +55,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
 def test_events_are_the_schedules_transfers(pair, n, count, slice_bytes, grouped):
     col, alg = pair
     got = traced_call(col, alg, n, count, slice_bytes, grouped)
-    s = api.schedule(col, alg, n, n - 1, None, rpn_for(alg, n))
+    s = calls.schedule(col, alg, n, n - 1, None, rpn_for(col, alg, n))
     sizes = s.chunk_sizes(count)
     for rank, (events, sent, received) in enumerate(got):
         want: dict[tuple, int] = defaultdict(int)
@@ -100,9 +100,8 @@ def test_no_recorder_no_events_and_same_result():
         a, b = x.copy(), x.copy()
         rec = Recorder(rank=t.rank)
         for buf, r in ((a, None), (b, rec)):
-            api.call(Collective.ALL_REDUCE, buf, None, op="sum", root=0, algorithm="ring",
-                     group=t, async_op=False, timeout=10, check=False, n_chunks=None,
-                     ranks_per_node=None, slice_bytes=None, recorder=r)  # fmt: skip
+            api.all_reduce(buf, "sum", t, algorithm="ring", timeout=10, check=False,
+                           recorder=r)  # fmt: skip
         return a, b, len(rec.events)
 
     for a, b, n_events in run_ranks(2, body):

@@ -3,15 +3,14 @@ counts), RINGTREE_ALGO forces or restricts it, and the acceptance's sanity bound
 
 import pytest
 
-from ringtree.algorithms import BuildSpec, algorithms_for
+from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, HostModel
 from ringtree.cost.links import PRESETS, get_link
 from ringtree.cost.model import INTER, INTRA
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.cost.select import (
     MAX_CHUNKS,
-    PIPELINED,
     TIE_TOLERANCE,
     choose,
     chunk_options,
@@ -29,7 +28,7 @@ def brute_force(collective, n, size, link, itemsize=4):
         if alg == "hierarchical":
             continue
         chunks = [None]
-        if (collective, alg) in PIPELINED:
+        if get_algorithm(collective, alg).pipelined:
             chunks = sorted(set(range(1, 65)) | {2**k for k in range(11)})
             chunks = [c for c in chunks if c <= max(1, size // itemsize)]
         times = [

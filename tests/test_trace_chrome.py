@@ -11,9 +11,9 @@ from ringtree.algorithms import build
 from ringtree.collectives import Collective
 from ringtree.cost.model import Link, schedule_terms, total_time_s
 from ringtree.errors import RingtreeError
+from ringtree.events import TraceEvent
 from ringtree.schedule import Action, Schedule, Step, Transfer
 from ringtree.trace.chrome import schedule_chrome_trace, to_chrome_trace, write_chrome_trace
-from ringtree.trace.events import TraceEvent
 from ringtree.trace.predicted import predicted_events
 
 LINK = Link("test", bandwidth_Bps=1e9, alpha_s=10e-6, gamma_s_per_byte=1e-10)

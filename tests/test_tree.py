@@ -1,36 +1,14 @@
-"""Binomial trees: simulate == numpy reference for any N, count, dtype, op, root and chunk
-count; step counts ceil(log2 N) and bytes as the closed forms say."""
+"""Binomial trees: step counts ceil(log2 N) and bytes as the closed forms say. (simulate ==
+numpy reference for every algorithm: test_algorithms.py.)"""
 
 import math
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from conftest import DTYPES, assert_results_equal, make_inputs
-from ringtree.algorithms import build
 from ringtree.algorithms.tree import tree_all_reduce, tree_broadcast, tree_reduce
-from ringtree.collectives import Collective, ReduceOp, reference
-from ringtree.simulate import simulate, verify
+from ringtree.collectives import Collective
 
 TREE_COLLECTIVES = [Collective.BROADCAST, Collective.REDUCE, Collective.ALL_REDUCE]
-
-
-@given(
-    collective=st.sampled_from(TREE_COLLECTIVES),
-    n=st.integers(1, 33),
-    count=st.integers(0, 5000),
-    dtype=st.sampled_from(DTYPES),
-    op=st.sampled_from(list(ReduceOp)),
-    root_seed=st.integers(0, 10**6),
-    chunks=st.integers(1, 8),
-)
-def test_tree_matches_reference(collective, n, count, dtype, op, root_seed, chunks):
-    root = root_seed % n
-    s = build(collective, "tree", n, root=root, n_chunks=chunks)
-    verify(s)
-    xs = make_inputs(collective, n, count, dtype, op, root_seed)
-    assert_results_equal(simulate(s, xs, op), reference(collective, xs, op, root), dtype)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 8, 9, 13, 16, 17, 31, 32, 33, 100])

@@ -16,17 +16,21 @@ _ENGINE = {
     "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "Work",
     "transport_for",
 }  # fmt: skip
+_RECORDS = {"Recorder", "CallRecord", "TraceEvent"}
 _ERRORS = {"PeerError", "MismatchError"}
 
 __all__ = [
     "Action",
+    "CallRecord",
     "Collective",
     "MismatchError",
     "PeerError",
+    "Recorder",
     "ReduceOp",
     "RingtreeError",
     "Schedule",
     "Step",
+    "TraceEvent",
     "Transfer",
     "Work",
     "all_gather",
@@ -45,6 +49,8 @@ def __getattr__(name: str) -> Any:
         from ringtree.runtime import api as module
     elif name in _ERRORS:
         from ringtree.runtime import errors as module
+    elif name in _RECORDS:
+        from ringtree import events as module
     else:
         raise AttributeError(f"module 'ringtree' has no attribute {name!r}")
     value = globals()[name] = getattr(module, name)  # later uses skip this function

@@ -102,22 +102,11 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-DTYPE_BYTES = {
-    "fp64": 8, "float64": 8, "double": 8,
-    "fp32": 4, "float32": 4, "float": 4, "tf32": 4,
-    "fp16": 2, "float16": 2, "half": 2, "bf16": 2, "bfloat16": 2,
-    "fp8": 1, "e4m3": 1, "e5m2": 1,
-    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
-}  # fmt: skip
-
-
 def dtype_bytes(name: str) -> int:
     """Bytes per element of a dtype name (fp32, fp16, bf16, fp8, int8 ...)."""
-    key = name.strip().lower()
-    if key not in DTYPE_BYTES:
-        known = ", ".join(sorted(DTYPE_BYTES))
-        raise RingtreeError(f"unknown dtype {name!r}: expected one of {known}")
-    return DTYPE_BYTES[key]
+    from ringtree.dtypes import itemsize
+
+    return itemsize(name)
 
 
 def _number_unit(text: str, what: str, accepted: str) -> tuple[float, str]:

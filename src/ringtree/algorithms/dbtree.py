@@ -19,7 +19,7 @@ rank sends and receives about 2S in all (3 * S/2 + S/2), as in the ring, in
 O(log N) + C steps instead of 2(N-1).
 
 Cost (S bytes, depth D ~ log2 N, C chunks per half): about (3D + C) alpha +
-2S (1 + O(D/C)) beta; exact figures in :mod:`ringtree.cost.closed_forms_tree`.
+2S (1 + O(D/C)) beta; exact figures in :mod:`ringtree.cost.forms.dbtree`.
 (Sanders, Speck & Traeff 2009, "Two-tree algorithms for full bandwidth broadcast, reduction
 and scan"; NCCL 2.4, ``ncclGetDtree``.)
 """
@@ -29,6 +29,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ringtree.algorithms.pipeline import Stream, pipelined_schedule
+from ringtree.algorithms.registry import DEFAULT_PIPELINE_CHUNKS, Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.schedule import Action, Schedule
 
@@ -128,3 +129,11 @@ def dbtree_all_reduce(n_ranks: int, *, n_chunks: int = 1) -> Schedule:
         n_chunks,
         n_blocks=2,
     )
+
+
+# -- registry entry (sources: the module docstring) ----------------------------------------
+register(
+    Algorithm(Collective.ALL_REDUCE, "dbtree", lambda n, s: dbtree_all_reduce(n, n_chunks=s.chunks),
+              default_chunks=DEFAULT_PIPELINE_CHUNKS,
+              source="Sanders, Speck & Traeff 2009; NCCL 2.4 ncclGetDtree"),
+)  # fmt: skip

@@ -18,6 +18,7 @@ hierarchical all-reduce use this decomposition.)
 
 from __future__ import annotations
 
+from ringtree.algorithms.registry import Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule, Transfer, make_steps
@@ -95,6 +96,29 @@ def hierarchical_all_reduce(n_ranks: int, ranks_per_node: int | None) -> Schedul
     )
 
 
+Rows = list[tuple[list[Transfer], str]]
+
+
+def _group_ring(m: int, g: int, shift: int, action: Action, phase: str) -> Rows:
+    """In every node, a ring over the g node groups (L_j: the blocks {x' g + j}): at step k
+    local rank l sends group (l - k + shift) mod g to local l + 1. g - 1 steps."""
+    return [
+        ([Transfer(x * g + loc, x * g + (loc + 1) % g, xx * g + (loc - k + shift) % g, action)
+          for x in range(m) for loc in range(g) for xx in range(m)], phase)
+        for k in range(g - 1)
+    ]  # fmt: skip
+
+
+def _block_ring(m: int, g: int, shift: int, action: Action, phase: str) -> Rows:
+    """Among the M ranks with local index l, a ring over their blocks: at step k node x sends
+    block ((x - k + shift) mod M) g + l to node x + 1. M - 1 steps."""
+    return [
+        ([Transfer(x * g + loc, (x + 1) % m * g + loc, (x - k + shift) % m * g + loc, action)
+          for x in range(m) for loc in range(g)], phase)
+        for k in range(m - 1)
+    ]  # fmt: skip
+
+
 def hierarchical_reduce_scatter(n_ranks: int, ranks_per_node: int | None) -> Schedule:
     """Intra-node ring reduce-scatter of node groups, then an inter-node ring reduce-scatter.
 
@@ -110,22 +134,8 @@ def hierarchical_reduce_scatter(n_ranks: int, ranks_per_node: int | None) -> Sch
     """
     g = ranks_per_node or 0
     m = check_shape(n_ranks, ranks_per_node)
-    rows: list[tuple[list[Transfer], str]] = []
-    for k in range(g - 1):  # intra-node reduce-scatter: local l sends group (l-k-1) mod g
-        ts = [
-            Transfer(x * g + loc, x * g + (loc + 1) % g, xx * g + (loc - k - 1) % g, Action.REDUCE)
-            for x in range(m)
-            for loc in range(g)
-            for xx in range(m)
-        ]
-        rows.append((ts, "intra reduce-scatter"))
-    for k in range(m - 1):  # inter-node reduce-scatter: node x sends block ((x-k-1) mod M) g + l
-        ts = [
-            Transfer(x * g + loc, (x + 1) % m * g + loc, (x - k - 1) % m * g + loc, Action.REDUCE)
-            for x in range(m)
-            for loc in range(g)
-        ]
-        rows.append((ts, "inter reduce-scatter"))
+    rows = _group_ring(m, g, -1, Action.REDUCE, "intra reduce-scatter")
+    rows += _block_ring(m, g, -1, Action.REDUCE, "inter reduce-scatter")
     return Schedule(
         Collective.REDUCE_SCATTER, "hierarchical", n_ranks, n_ranks, make_steps(rows),
         n_blocks=n_ranks, ranks_per_node=g,
@@ -142,23 +152,25 @@ def hierarchical_all_gather(n_ranks: int, ranks_per_node: int | None) -> Schedul
     """
     g = ranks_per_node or 0
     m = check_shape(n_ranks, ranks_per_node)
-    rows: list[tuple[list[Transfer], str]] = []
-    for k in range(m - 1):  # inter-node all-gather: node x sends block ((x-k) mod M) g + l
-        ts = [
-            Transfer(x * g + loc, (x + 1) % m * g + loc, (x - k) % m * g + loc, Action.COPY)
-            for x in range(m)
-            for loc in range(g)
-        ]
-        rows.append((ts, "inter all-gather"))
-    for k in range(g - 1):  # intra-node all-gather: local l sends group (l-k) mod g
-        ts = [
-            Transfer(x * g + loc, x * g + (loc + 1) % g, xx * g + (loc - k) % g, Action.COPY)
-            for x in range(m)
-            for loc in range(g)
-            for xx in range(m)
-        ]
-        rows.append((ts, "intra all-gather"))
+    rows = _block_ring(m, g, 0, Action.COPY, "inter all-gather")
+    rows += _group_ring(m, g, 0, Action.COPY, "intra all-gather")
     return Schedule(
         Collective.ALL_GATHER, "hierarchical", n_ranks, n_ranks, make_steps(rows),
         n_blocks=n_ranks, ranks_per_node=g,
     )  # fmt: skip
+
+
+# -- registry entries (sources: the module docstring) --------------------------------------
+_NODES = "Thakur, Rabenseifner & Gropp 2005 (ring phases); NCCL's and Horovod's hierarchy"
+_C = Collective
+register(
+    Algorithm(_C.ALL_REDUCE, "hierarchical",
+              lambda n, s: hierarchical_all_reduce(n, s.ranks_per_node), needs_nodes=True,
+              source=_NODES),
+    Algorithm(_C.REDUCE_SCATTER, "hierarchical",
+              lambda n, s: hierarchical_reduce_scatter(n, s.ranks_per_node), needs_nodes=True,
+              source=_NODES),
+    Algorithm(_C.ALL_GATHER, "hierarchical",
+              lambda n, s: hierarchical_all_gather(n, s.ranks_per_node), needs_nodes=True,
+              source=_NODES),
+)  # fmt: skip

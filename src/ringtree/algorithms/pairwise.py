@@ -20,6 +20,7 @@ operations in MPICH", section 4.)
 
 from __future__ import annotations
 
+from ringtree.algorithms.registry import Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.schedule import Action, Schedule, Transfer, make_steps
 
@@ -53,3 +54,14 @@ def pairwise_all_reduce(n_ranks: int) -> Schedule:
     return rs.then(
         pairwise_all_gather(n_ranks), collective=Collective.ALL_REDUCE, algorithm="pairwise"
     )
+
+
+# -- registry entries (sources: the module docstring) --------------------------------------
+_PAIRWISE = "Thakur, Rabenseifner & Gropp 2005 (pairwise exchange)"
+_C = Collective
+register(
+    Algorithm(_C.REDUCE_SCATTER, "pairwise", lambda n, s: pairwise_reduce_scatter(n),
+              source=_PAIRWISE),
+    Algorithm(_C.ALL_GATHER, "pairwise", lambda n, s: pairwise_all_gather(n), source=_PAIRWISE),
+    Algorithm(_C.ALL_REDUCE, "pairwise", lambda n, s: pairwise_all_reduce(n), source=_PAIRWISE),
+)  # fmt: skip

@@ -7,7 +7,7 @@ dependencies (a rank forwards chunk j only after it has received chunk j) and th
 rule that a rank receives at most one copy of a chunk per step (two children of one parent
 get different offsets).
 
-The cost model's closed forms read the same streams (:mod:`ringtree.cost.closed_forms_tree`),
+The cost model's closed forms read the same streams (:mod:`ringtree.cost.forms.pipeline`),
 so a tree of thousands of ranks is priced without listing its transfers.
 """
 

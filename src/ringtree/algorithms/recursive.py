@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ringtree.algorithms.registry import Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule, Transfer, make_steps
@@ -189,3 +190,18 @@ def recursive_all_reduce(n_ranks: int, *, fold: bool = True) -> Schedule:
         d *= 2
     rows += _unfold_step(f, lambda i: range(1))
     return Schedule(Collective.ALL_REDUCE, "recursive", n_ranks, 1, make_steps(rows))
+
+
+# -- registry entries (sources: the module docstring) --------------------------------------
+_MPICH = "Thakur, Rabenseifner & Gropp 2005"
+_C = Collective
+register(
+    Algorithm(_C.ALL_GATHER, "recursive", lambda n, s: recursive_all_gather(n, fold=s.fold),
+              power_of_two=True, source=_MPICH + " (recursive doubling)"),
+    Algorithm(_C.REDUCE_SCATTER, "recursive", lambda n, s: recursive_reduce_scatter(n, fold=s.fold),
+              power_of_two=True, source=_MPICH + " (recursive halving)"),
+    Algorithm(_C.ALL_REDUCE, "recursive", lambda n, s: recursive_all_reduce(n, fold=s.fold),
+              power_of_two=True, source=_MPICH + " (recursive doubling)"),
+    Algorithm(_C.ALL_REDUCE, "rabenseifner", lambda n, s: rabenseifner_all_reduce(n, fold=s.fold),
+              power_of_two=True, source="Rabenseifner 2004"),
+)  # fmt: skip

@@ -19,6 +19,7 @@ reduce (chain)     N-2+C        S (all but the root)          (N-2+C)(alpha + S/
 
 from __future__ import annotations
 
+from ringtree.algorithms.registry import DEFAULT_PIPELINE_CHUNKS, Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.schedule import Action, Schedule, Transfer, make_steps
 
@@ -102,3 +103,18 @@ def ring_reduce(n_ranks: int, *, root: int = 0, n_chunks: int = 1) -> Schedule:
     """Pipelined chain reduce: root+1 -> root+2 -> ... -> root, partial results reduced on the
     way, ``n_chunks`` pieces. N-2+C steps; every rank but the root sends S bytes in all."""
     return _chain(n_ranks, root, n_chunks, Collective.REDUCE)
+
+
+# -- registry entries (sources: the module docstring) --------------------------------------
+_RING, _CHAIN = "Patarasuk & Yuan 2009", "Thakur, Rabenseifner & Gropp 2005 (pipelined chain)"
+_C, _PIPE = Collective, DEFAULT_PIPELINE_CHUNKS
+register(
+    Algorithm(_C.REDUCE_SCATTER, "ring", lambda n, s: ring_reduce_scatter(n, shift=-1),
+              source=_RING),
+    Algorithm(_C.ALL_GATHER, "ring", lambda n, s: ring_all_gather(n), source=_RING),
+    Algorithm(_C.ALL_REDUCE, "ring", lambda n, s: ring_all_reduce(n), source=_RING),
+    Algorithm(_C.BROADCAST, "ring", lambda n, s: ring_broadcast(n, root=s.root, n_chunks=s.chunks),
+              default_chunks=_PIPE, source=_CHAIN),
+    Algorithm(_C.REDUCE, "ring", lambda n, s: ring_reduce(n, root=s.root, n_chunks=s.chunks),
+              default_chunks=_PIPE, source=_CHAIN),
+)  # fmt: skip

@@ -32,6 +32,7 @@ MPICH", for the binomial broadcast and reduce.)
 from __future__ import annotations
 
 from ringtree.algorithms.pipeline import Stream, pipelined_schedule
+from ringtree.algorithms.registry import DEFAULT_PIPELINE_CHUNKS, Algorithm, register
 from ringtree.collectives import Collective
 from ringtree.schedule import Action, Schedule
 
@@ -99,3 +100,16 @@ def tree_all_reduce(n_ranks: int, *, n_chunks: int = 1) -> Schedule:
     """
     streams = tree_all_reduce_streams(n_ranks)
     return pipelined_schedule(Collective.ALL_REDUCE, "tree", n_ranks, streams, n_chunks)
+
+
+# -- registry entries (sources: the module docstring) --------------------------------------
+_BINOMIAL = "Thakur, Rabenseifner & Gropp 2005 (binomial trees)"
+_C = Collective
+register(
+    Algorithm(_C.BROADCAST, "tree", lambda n, s: tree_broadcast(n, root=s.root, n_chunks=s.chunks),
+              default_chunks=1, source=_BINOMIAL),
+    Algorithm(_C.REDUCE, "tree", lambda n, s: tree_reduce(n, root=s.root, n_chunks=s.chunks),
+              default_chunks=1, source=_BINOMIAL),
+    Algorithm(_C.ALL_REDUCE, "tree", lambda n, s: tree_all_reduce(n, n_chunks=s.chunks),
+              default_chunks=DEFAULT_PIPELINE_CHUNKS, source=_BINOMIAL),
+)  # fmt: skip

@@ -33,7 +33,7 @@ from ringtree.algorithms import BuildSpec
 from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.worker import NATIVE
 from ringtree.collectives import Collective
-from ringtree.cost.closed_forms import estimate
+from ringtree.cost.forms import estimate
 from ringtree.cost.host import HostLink, HostModel, algorithm_host_terms, available_cores
 from ringtree.errors import RingtreeError
 

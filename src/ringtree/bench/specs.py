@@ -3,7 +3,7 @@ bandwidth factor, each rank's input, the result each rank must hold, and the eng
 call (torch.distributed over gloo, or MPI). The shared driver (:mod:`ringtree.bench.worker`)
 does everything else.
 
-Inputs are small integers (:func:`ringtree.runtime.worker.make_input`: ``(7i + 3r) mod 11 - 5``,
+Inputs are small integers (:func:`ringtree.procs.native.make_input`: ``(7i + 3r) mod 11 - 5``,
 1s and 2s for PRODUCT), so every order of summation gives the same floats and a result is
 either exactly right or wrong: ``#wrong`` counts the elements that differ.
 
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ringtree.collectives import Collective, ReduceOp, block_bounds
-from ringtree.runtime.worker import make_input
+from ringtree.procs.native import make_input
 
 
 def algbw_Bps(size_bytes: int, time_s: float) -> float:
@@ -41,7 +41,8 @@ class Spec:
 
     bus_factor: busbw / algbw for N ranks. ``rounds_to_n``: the element count is rounded down
     to a multiple of N (equal blocks). ``native_gloo``/``native_mpi``: the engine's own call,
-    ``f(engine, inbuf, outbuf, op, root)``, leaving the result where ringtree's call leaves it.
+    ``f(engine, inbuf, outbuf, op, root)``, leaving the result where ringtree's call leaves it;
+    ringtree's own call is :func:`ringtree.runtime.api.collective`.
     """
 
     collective: Collective

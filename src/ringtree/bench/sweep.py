@@ -10,7 +10,6 @@ as auto would run it. A line's time is the median over its calls of the slowest 
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -25,17 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.algorithms import BuildSpec, algorithms_for
+from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.specs import spec_for
 from ringtree.bench.worker import NATIVE, PROGRESS_ENV
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.model import Link
-from ringtree.cost.select import PIPELINED, tuned
+from ringtree.cost.select import tuned
 from ringtree.errors import RingtreeError
+from ringtree.procs.launch import launch_body
 from ringtree.runtime.auto import link_for, loopback_link
-from ringtree.runtime.launch import launch
-from ringtree.runtime.runs import failure_message
 from ringtree.units import format_bytes
 
 #: The engines a sweep runs on (its worker times CPU collectives).
@@ -204,7 +202,7 @@ def cells(sweep: Sweep) -> list[dict[str, Any]]:
             algs = []
             for a in names:
                 chunks = None
-                if a != NATIVE and (col, a) in PIPELINED and count:
+                if a != NATIVE and get_algorithm(col, a).pipelined and count:
                     at = BuildSpec(root=sweep.root)
                     nbytes = count * itemsize
                     chunks = (
@@ -278,12 +276,11 @@ def run_sweep(sweep: Sweep, progress: Callable[[int, int], None] | None = None) 
         "cells": todo,
     }
     if sweep.backend == "mpi":
-        from ringtree.runtime.runs import _require_mpi4py
+        from ringtree.procs.run import _require_mpi4py
 
         _require_mpi4py()
     with tempfile.TemporaryDirectory(prefix="ringtree-bench-") as tmp:
-        cfg_path, progress_path = Path(tmp) / "config.json", Path(tmp) / "progress"
-        cfg_path.write_text(json.dumps(config))
+        progress_path = Path(tmp) / "progress"
         progress_path.touch()
         env = {PROGRESS_ENV: str(progress_path), "OMP_NUM_THREADS": "1"}
         stop = threading.Event()
@@ -293,20 +290,16 @@ def run_sweep(sweep: Sweep, progress: Callable[[int, int], None] | None = None) 
                 target=_watch, args=(progress_path, progress, stop), daemon=True
             )
             watcher.start()
+        total_s = 30.0 + 3.0 * sweep.n_ranks + sweep.timeout_s * (len(todo) * 4 + 2)
         try:
-            outcome = launch(
-                sweep.n_ranks,
-                sweep.backend,
-                ["-m", "ringtree.bench.worker", str(cfg_path)],
-                timeout_s=30.0 + 3.0 * sweep.n_ranks + sweep.timeout_s * (len(todo) * 4 + 2),
-                env=env,
-            )
+            outcome = launch_body(sweep.n_ranks, sweep.backend, "ringtree.bench.worker:run_sweep",
+                                  config, timeout_s=total_s, env=env)  # fmt: skip
         finally:
             stop.set()
             if watcher is not None:
                 watcher.join()
     if not outcome.ok:
-        raise BenchFailed(failure_message(outcome, sweep.timeout_s))
+        raise BenchFailed(outcome.failure_message(total_s))
     results = [r.result for r in outcome.ranks if r.result]
     meta = metadata(sweep)
     meta["load"] = load_summary([r.get("load", {}) for r in results])

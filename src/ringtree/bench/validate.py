@@ -19,7 +19,7 @@ from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.worker import NATIVE
 from ringtree.cost.host import HostLink
 from ringtree.cost.model import Link
-from ringtree.cost.predict import predict
+from ringtree.cost.models import predict
 from ringtree.cost.select import choose
 
 #: auto's pick counts as right when measured within this fraction of the fastest.

@@ -1,5 +1,5 @@
-"""The shared driver, rank side: ``python -m ringtree.bench.worker '<json config>'`` under
-ringtree's launcher (:mod:`ringtree.runtime.launch`), one process per rank.
+"""The shared driver, rank side: :func:`run_sweep`, the body each rank runs under the one
+rank main (:mod:`ringtree.procs.rank`, started by :func:`ringtree.procs.launch.launch_body`).
 
 A cell is a collective and a size, measured with several algorithms (ringtree's, by name,
 or ``native``: the engine's own call). Every rank
@@ -23,12 +23,10 @@ rank is) and the median over calls.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +36,8 @@ import numpy as np
 
 from ringtree.bench.specs import Spec, spec_for
 from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.procs.native import NativeEngine
 from ringtree.runtime import api
-from ringtree.runtime.worker import NativeEngine, main
 
 NATIVE = "native"
 PROGRESS_ENV = "RINGTREE_BENCH_PROGRESS"
@@ -120,21 +118,9 @@ class Driver:
             native = c.spec.native_gloo if e.backend == "gloo" else c.spec.native_mpi
             native(e, c.inbuf, c.outbuf, self.op, self.root)
             return
-        api.call(
-            c.spec.collective,
-            c.inbuf,
-            c.outbuf,
-            op=self.op,
-            root=self.root,
-            algorithm=name,
-            group=self.transport,
-            async_op=False,
-            timeout=self.cfg["timeout_s"],
-            check=False,
-            n_chunks=n_chunks,
-            ranks_per_node=None,
-            slice_bytes=None,
-        )
+        api.collective(c.spec.collective, c.inbuf, c.outbuf, self.op, self.root, self.transport,
+                       algorithm=name, timeout=self.cfg["timeout_s"], check=False,
+                       n_chunks=n_chunks)  # fmt: skip
 
     def timed(self, c: Cell, j: int) -> float:
         """Prepare, barrier, then this rank's time for one call."""
@@ -265,10 +251,3 @@ def run_sweep(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
             for c in cells
         ],
     }
-
-
-if __name__ == "__main__":
-    status = main(json.loads(Path(sys.argv[1]).read_text()), run_sweep)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)  # never hang in a dead group's destructors

@@ -14,12 +14,11 @@ from ringtree.commands import args as A
 from ringtree.cost.host import HostLink
 from ringtree.cost.links import link_name
 from ringtree.cost.model import Link
+from ringtree.cost.models import DEFAULT_MODEL, MODELS, nominal_link, parse_model
 from ringtree.cost.money import Price
-from ringtree.cost.predict import DEFAULT_MODEL, MODELS, parse_model
-from ringtree.cost.prediction import TEXTBOOK_FACTOR
+from ringtree.cost.query import TEXTBOOK_FACTOR
 from ringtree.cost.report import Question, cost_rows
 from ringtree.cost.select import AUTO, ENV_VAR
-from ringtree.cost.textbook import nominal_link
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import (

@@ -10,7 +10,7 @@ from rich.table import Table
 from ringtree.algorithms import BuildSpec
 from ringtree.commands import args as A
 from ringtree.cost.crossover import CrossoverMap, crossover_map
-from ringtree.cost.predict import DEFAULT_MODEL, MODELS, parse_model
+from ringtree.cost.models import DEFAULT_MODEL, MODELS, parse_model
 from ringtree.cost.select import short_time
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.units import dtype_bytes, format_bytes

@@ -14,8 +14,8 @@ from ringtree.commands import local
 from ringtree.cost.model import step_times_s
 from ringtree.cost.select import short_time
 from ringtree.output import print_json, stderr_console, stdout_console
+from ringtree.procs.run import RunFailed, run_processes
 from ringtree.runtime.auto import loopback_link
-from ringtree.runtime.runs import RunFailed, run_processes
 from ringtree.trace.steps import trace_data
 from ringtree.trace.text import render_steps
 from ringtree.units import format_bytes

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     _check(args)  # before the imports: ringtree.lab.ddp needs PyTorch
     from ringtree.lab.ddp import LabConfig, run_lab
     from ringtree.lab.report import step_rows, summary
-    from ringtree.runtime.runs import RunFailed
+    from ringtree.procs.run import RunFailed
 
     price = Price.cluster(args.price_cluster_hour) if args.price_cluster_hour is not None else None
     config = LabConfig(

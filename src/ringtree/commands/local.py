@@ -9,8 +9,9 @@ import argparse
 import importlib.util
 import os
 
+from ringtree.dtypes import itemsize as dtype_itemsize
 from ringtree.errors import RingtreeError
-from ringtree.units import DTYPE_BYTES, format_bytes
+from ringtree.units import format_bytes
 
 #: Processes per core beyond which a command needs --force: above it they queue for the
 #: cores, start slowly and time noise (the run already warned there).
@@ -88,7 +89,10 @@ def check_memory(
     """RingtreeError when ``n_ranks`` processes, each holding BUFFER_COPIES_PER_RANK copies of
     a ``size_bytes`` buffer (and the input's integers), need more than the machine's memory.
     (An unknown ``dtype`` counts as bytes: the command names it next.)"""
-    itemsize = DTYPE_BYTES.get(dtype.strip().lower(), 1)
+    try:
+        itemsize = dtype_itemsize(dtype)
+    except RingtreeError:
+        itemsize = 1
     total = memory_bytes()
     per_rank = BUFFER_COPIES_PER_RANK * size_bytes + INPUT_BYTES_PER_ELEMENT * (
         size_bytes // max(1, itemsize)

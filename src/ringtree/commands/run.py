@@ -11,7 +11,7 @@ from ringtree.commands import local
 from ringtree.commands.sweep_options import iterations
 from ringtree.cost.select import short_time
 from ringtree.output import print_json, stderr_console, stdout_console
-from ringtree.runtime.runs import RunFailed, RunReport, oversubscription_warning, run_processes
+from ringtree.procs.run import RunFailed, RunReport, oversubscription_warning, run_processes
 from ringtree.units import format_bytes
 
 _NATIVE = {"gloo": "torch.distributed (gloo)", "nccl": "torch.distributed (NCCL)", "mpi": "MPI"}

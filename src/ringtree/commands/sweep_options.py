@@ -23,7 +23,7 @@ from ringtree.commands import local
 from ringtree.cost.model import Link
 from ringtree.errors import RingtreeError
 from ringtree.output import stderr_console
-from ringtree.runtime.runs import oversubscription_warning
+from ringtree.procs.run import oversubscription_warning
 
 #: Timed (and untimed) calls per line (or run) at most: medians stop moving long before a
 #: million; more only run longer (a million 1 ms calls already take 17 minutes).

@@ -1,4 +1,13 @@
 """The cost interpreter: alpha-beta(-gamma) time of a schedule or of its closed form.
 
+- :mod:`~ringtree.cost.model`: Terms per level, Link, the counts from a schedule;
+- :mod:`~ringtree.cost.forms`: the closed forms, one module per algorithm family;
+- :mod:`~ringtree.cost.query`: the Query (checked once) and the Prediction;
+- :mod:`~ringtree.cost.models`: the models (``textbook``, ``alpha-beta``) and ``predict``;
+- :mod:`~ringtree.cost.host`: processes on one machine (calibrated profiles, the engine's
+  presets), :mod:`~ringtree.cost.links` and :mod:`~ringtree.cost.profile`: the links;
+- :mod:`~ringtree.cost.select` (auto), :mod:`~ringtree.cost.crossover`,
+  :mod:`~ringtree.cost.report`, :mod:`~ringtree.cost.money`: what is built on them.
+
 Nothing here imports torch: ``ringtree cost`` answers in milliseconds.
 """

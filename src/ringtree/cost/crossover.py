@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from ringtree.algorithms import BuildSpec
+from ringtree.algorithms import BuildSpec, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.links import LinkSpec, link_name
-from ringtree.cost.predict import DEFAULT_MODEL
-from ringtree.cost.select import Candidate, candidates, fastest, tuned
+from ringtree.cost.models import DEFAULT_MODEL, get_model
+from ringtree.cost.query import Query, check
+from ringtree.cost.select import Candidate, candidates, fastest, tune
 from ringtree.errors import RingtreeError
 
 
@@ -131,7 +132,6 @@ def crossover_map(
 ) -> CrossoverMap:
     """Crossovers of every pair of algorithms of ``collective`` on ``n_ranks`` over ``links``,
     for sizes from ``min_bytes`` (default one element) to ``max_bytes``."""
-    col = Collective.parse(collective)
     lo_count = max(1, (min_bytes or itemsize) // itemsize)
     hi_count = max_bytes // itemsize
     if hi_count <= lo_count:
@@ -139,20 +139,23 @@ def crossover_map(
             f"size range {lo_count * itemsize} .. {max_bytes} B is empty: the largest size must "
             f"exceed the smallest (and one {itemsize}-byte element)"
         )
+    spec = spec or BuildSpec()
+    col = check(collective, n_ranks, lo_count * itemsize, itemsize, spec)
+    m = get_model(model)
+    first, skipped = candidates(col, n_ranks, lo_count, itemsize, spec, links, m)
+    algs = [c.algorithm for c in first]
+    if len(algs) < 1:
+        raise RingtreeError(f"no algorithm of {col.value} can run here: {skipped}")
+    queries = {a: Query.make(get_algorithm(col, a), n_ranks, lo_count, itemsize, spec)
+               for a in algs}  # fmt: skip
     cache: dict[tuple[str, int], Candidate] = {}
 
     def cand(alg: str, count: int) -> Candidate:
         key = (alg, count)
         if key not in cache:
-            cache[key] = tuned(col, alg, n_ranks, count * itemsize, links, model,
-                               itemsize=itemsize, spec=spec)  # fmt: skip
+            cache[key] = tune(queries[alg].with_count(count), links, m)
         return cache[key]
 
-    first, skipped = candidates(col, n_ranks, lo_count * itemsize, links, model,
-                                itemsize=itemsize, spec=spec)  # fmt: skip
-    algs = [c.algorithm for c in first]
-    if len(algs) < 1:
-        raise RingtreeError(f"no algorithm of {col.value} can run here: {skipped}")
     grid = _grid(lo_count, hi_count, points_per_octave)
     result = CrossoverMap(
         col, n_ranks, link_name(links), model, itemsize,

@@ -23,11 +23,19 @@ so this model needs schedules, which are cheap for the few processes one machine
 HOST_MAX_RANKS. Beyond that, or as one level of a two-level cluster, a HostLink is priced as
 the plain :class:`~ringtree.cost.model.Link` it also is (its ``alpha_s``, ``bandwidth_Bps``,
 ``gamma_s_per_byte``: the plain alpha-beta fit of the same measurements).
+
+That is the model when ranks that wait cost nothing. When they poll for their messages (the
+engine's presets for local gloo and MPI processes were measured so), every step loads the
+cores with all N ranks, whatever the schedule: a model with an :class:`Overload` prices a
+step as the alpha-beta model does on cores to spare (the busiest rank's larger direction,
+from the closed form, any N) and grows each term by (N/C)^exponent once N > C, the exponents
+read from measurements at two N (:func:`on_cores`; the presets are
+:data:`ringtree.cost.links.LOCAL_HOSTS`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
 import numpy as np
@@ -66,12 +74,28 @@ class HostTerms:
 
 
 @dataclass(frozen=True)
+class Overload:
+    """How a step's cost grows with N ranks on C < N cores when every rank takes CPU in every
+    step (ranks that wait poll): latency x (N/C)^latency, bytes / bandwidth x
+    (N/C)^bandwidth, reduced bytes x gamma x (N/C)^reduce. ``source``: the measurements the
+    exponents come from."""
+
+    latency: float
+    bandwidth: float
+    reduce: float = 1.0
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class HostModel:
     """The one-machine constants: ``cores`` the ranks share (the machine's; a fraction when
     other programs take part of it, see :func:`available_cores`); per-step latency alpha,
     CPU per message o, bytes per second through the CPU (a rank's sends plus receives),
     reduction cost gamma. ``n_ranks``: the number of processes it was fitted on (0:
-    unknown)."""
+    unknown). ``overload``: None when waiting ranks cost nothing (the work of a step is
+    shared, :func:`host_terms`); else how the polling ranks' step grows past the cores (then
+    bandwidth is per direction, as on a link, and ``message_s`` is 0: see the module
+    doc)."""
 
     cores: float
     alpha_s: float
@@ -79,6 +103,7 @@ class HostModel:
     bandwidth_Bps: float
     gamma_s_per_byte: float = 0.0
     n_ranks: int = 0
+    overload: Overload | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +112,39 @@ class HostLink(Link):
     for flat algorithms on up to HOST_MAX_RANKS ranks."""
 
     host: HostModel | None = None
+
+    @classmethod
+    def polling(cls, link: Link, cores: float, overload: Overload) -> HostLink:
+        """``link``, measured with its processes on ``cores`` cores, as a one-machine model
+        whose ranks poll: its own constants on cores to spare, grown by ``overload``."""
+        model = HostModel(cores, link.alpha_s, 0.0, link.bandwidth_Bps, link.gamma_s_per_byte,
+                          overload=overload)  # fmt: skip
+        return cls(**{f.name: getattr(link, f.name) for f in fields(Link)}, host=model)
+
+    @property
+    def plain(self) -> Link:
+        """The plain alpha-beta link (without the one-machine model)."""
+        return Link(**{f.name: getattr(self, f.name) for f in fields(Link)})
+
+
+def on_cores(link: HostLink, n_ranks: int, cores: float | None = None) -> Link:
+    """The plain link that ``n_ranks`` processes on ``cores`` cores (default: the model's)
+    see, for a model whose ranks poll (:class:`Overload`): the link itself while N <= cores,
+    else alpha x (N/C)^latency, bandwidth / (N/C)^bandwidth, gamma x (N/C)^reduce."""
+    host = link.host
+    assert host is not None and host.overload is not None, "not a polling host model"
+    cores = cores or host.cores
+    over = max(1.0, n_ranks / cores)
+    if over == 1.0:
+        return link.plain
+    g = host.overload
+    return replace(
+        link.plain,
+        alpha_s=host.alpha_s * over**g.latency,
+        bandwidth_Bps=host.bandwidth_Bps / over**g.bandwidth,
+        gamma_s_per_byte=host.gamma_s_per_byte * over**g.reduce,
+        note=f"{link.note}; {n_ranks} processes on {cores} cores",
+    )
 
 
 def available_cores(cores: float, other_cores: float) -> float:
@@ -178,10 +236,12 @@ def algorithm_host_terms(
 
 
 def prices_on_host(link: object, n_ranks: int, spec: BuildSpec) -> bool:
-    """Whether ``link`` is priced with the one-machine model for this call."""
+    """Whether ``link`` is priced with the one-machine model of shared work (from the
+    schedule, step by step) for this call."""
     return (
         isinstance(link, HostLink)
         and link.host is not None
+        and link.host.overload is None
         and n_ranks <= HOST_MAX_RANKS
         and spec.ranks_per_node is None
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ringtree.cost.host import HostLink, Overload
 from ringtree.cost.model import INTER, INTRA, Link
 from ringtree.cost.profile import is_profile_ref, load_profile
 from ringtree.errors import RingtreeError
@@ -132,6 +133,36 @@ PRESETS: dict[str, Link] = {
             "= 2 ring steps of 128 us plus 3 us of bandwidth term",
         ),
     )
+}  # fmt: skip
+
+#: MPI between local processes: shared memory (not a ``--link`` preset; the engine's auto
+#: prices it for MPI, through :data:`LOCAL_HOSTS`).
+SHARED_MEMORY = Link(
+    "mpi-shm", 8e9, alpha_s=10e-6, gamma_s_per_byte=0.04e-9,
+    note="MPI between local processes (shared memory)",
+    source="measured with mpi4py + Open MPI 5 on the project's 2-core machine: 1 MiB "
+    "exchange + reduce 140 us, 4 MiB 520 us; numpy float32 add 25 GB/s in cache",
+)  # fmt: skip
+
+#: Local processes on one machine, as one-machine models whose ranks poll: ``loopback`` (gloo
+#: over 127.0.0.1) and ``mpi-shm`` (MPI's shared memory), each measured with as many ranks as
+#: cores (2) and with twice as many. With more ranks than cores every message waits for a core,
+#: so alpha grows about as (N/cores)^2.7 (a 6-step ring all-reduce of 4 KiB: 5 ms at N=4 on 2
+#: cores, 0.26 ms for 2 steps at N=2); bandwidth shrinks as (N/cores)^-0.5 over loopback TCP
+#: (gloo all-reduce busbw 1.3 GB/s at N=2, 0.9 at N=4) but as (N/cores)^-1 over shared memory,
+#: where every byte is a copy by a CPU the ranks share (Open MPI's own all-reduce of 64 MiB:
+#: busbw 2.1 GB/s at N=2, 1.1 at N=4); reductions, CPU work too, cost N/cores times more (at
+#: N=4 on 2 cores, 1 MiB: recursive doubling 1.5-1.8x Open MPI's time, Rabenseifner
+#: 1.35-1.4x).
+LOCAL_HOSTS: dict[str, HostLink] = {
+    "loopback": HostLink.polling(PRESETS["loopback"], 2, Overload(
+        latency=2.7, bandwidth=0.5, reduce=1.0,
+        source="gloo on 2 cores: 4 KiB ring all-reduce 0.26 ms (2 steps) at N=2, 5 ms (6 steps) "
+        "at N=4; all-reduce busbw 1.3 GB/s at N=2, 0.9 GB/s at N=4")),
+    "mpi-shm": HostLink.polling(SHARED_MEMORY, 2, Overload(
+        latency=2.7, bandwidth=1.0, reduce=1.0,
+        source="Open MPI 5 on 2 cores: Allreduce of 64 MiB busbw 2.1 GB/s at N=2, 1.1 GB/s at "
+        "N=4; latency growth as gloo's")),
 }  # fmt: skip
 
 LinkSpec = Link | Mapping[str, Link]

@@ -11,7 +11,7 @@ from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
 from ringtree.cost.links import LinkSpec
 from ringtree.cost.money import Price, comm_money
-from ringtree.cost.select import AUTO, choose, tuned
+from ringtree.cost.select import choose, is_auto, tuned
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def cost_rows(q: Question, links: Sequence[LinkSpec]) -> list[dict[str, Any]]:
     ``usd_comm_per_job`` with hours) when a price is given."""
     rows = []
     for link in links:
-        if q.algorithm.strip().lower() == AUTO:
+        if is_auto(q.algorithm):
             choice = choose(q.collective, q.n_ranks, q.size_bytes, link, q.model,
                             itemsize=q.itemsize, spec=q.spec)  # fmt: skip
             p = choice.chosen.prediction

@@ -26,32 +26,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from ringtree.algorithms import BuildSpec, algorithms_for
+from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.collectives import Collective
-from ringtree.cost.closed_forms import has_closed_form
 from ringtree.cost.host import prices_on_host
 from ringtree.cost.links import LinkSpec
-from ringtree.cost.predict import DEFAULT_MODEL, predict
-from ringtree.cost.prediction import Prediction
+from ringtree.cost.model import Link
+from ringtree.cost.models import DEFAULT_MODEL, Model, get_model
+from ringtree.cost.query import Prediction, Query, check
 from ringtree.errors import RingtreeError
 
 AUTO = "auto"
 ENV_VAR = "RINGTREE_ALGO"
 MAX_CHUNKS = 1024
 TIE_TOLERANCE = 0.01
-PIPELINED = frozenset(
-    {
-        (Collective.BROADCAST, "ring"),
-        (Collective.REDUCE, "ring"),
-        (Collective.BROADCAST, "tree"),
-        (Collective.REDUCE, "tree"),
-        (Collective.ALL_REDUCE, "tree"),
-        (Collective.ALL_REDUCE, "dbtree"),
-    }
-)
+
+
+def is_auto(algorithm: str) -> bool:
+    """Whether an algorithm argument asks for the automatic choice."""
+    return algorithm.strip().lower() == AUTO
 
 
 @dataclass(frozen=True)
@@ -103,44 +98,39 @@ def tuned(
 ) -> Candidate:
     """The prediction of ``algorithm``, at its best chunk count when it is pipelined and
     ``spec.n_chunks`` is None (ties go to fewer chunks); else exactly :func:`predict`."""
-    col = Collective.parse(collective)
-    spec = spec or BuildSpec()
-    name = algorithm.strip().lower()
-    if (col, name) not in PIPELINED or spec.n_chunks is not None:
-        p = predict(col, name, n_ranks, size_bytes, links, model, itemsize=itemsize, spec=spec)
-        return Candidate(name, p, spec.n_chunks if (col, name) in PIPELINED else None)
+    q = Query.of(collective, algorithm, n_ranks, size_bytes, itemsize=itemsize, spec=spec)
+    return tune(q, links, get_model(model))
+
+
+def tune(q: Query, links: LinkSpec, model: Model) -> Candidate:
+    """:func:`tuned` for a canonical query."""
+    alg = q.algorithm
+    if not alg.pipelined or q.fixed_chunks:
+        return Candidate(
+            alg.name, model.price(q, links), q.spec.n_chunks if alg.pipelined else None
+        )
     best: Candidate | None = None
-    for c in chunk_options(size_bytes // max(1, itemsize)):
-        p = predict(col, name, n_ranks, size_bytes, links, model, itemsize=itemsize,
-                    spec=replace(spec, n_chunks=c))  # fmt: skip
+    for c in chunk_options(q.count):
+        p = model.price(q.with_chunks(c), links)
         if best is None or p.time_s < best.time_s:
-            best = Candidate(name, p, c)
+            best = Candidate(alg.name, p, c)
     assert best is not None
     return best
 
 
 def candidates(
-    collective: Collective | str,
-    n_ranks: int,
-    size_bytes: int,
-    links: LinkSpec,
-    model: str = DEFAULT_MODEL,
-    *,
-    itemsize: int = 1,
-    spec: BuildSpec | None = None,
-    names: list[str] | None = None,
-) -> tuple[list[Candidate], dict[str, str]]:
-    """Every algorithm of ``collective`` (or those in ``names``) priced with :func:`tuned`, in
-    registration order; and the ones that cannot run here with the reason (e.g. hierarchical
-    without ranks per node, a power-of-two algorithm without folding)."""
-    col = Collective.parse(collective)
+    collective: Collective, n_ranks: int, count: int, itemsize: int, spec: BuildSpec,
+    links: LinkSpec, model: Model, names: list[str] | None = None,
+) -> tuple[list[Candidate], dict[str, str]]:  # fmt: skip
+    """Every algorithm of ``collective`` (or those in ``names``) priced with :func:`tune`, in
+    registration order, for a call already checked (:func:`ringtree.cost.query.check`); and
+    the ones that cannot run here with the reason (e.g. hierarchical without ranks per node,
+    a power-of-two algorithm without folding)."""
     out, skipped = [], {}
-    for name in names or algorithms_for(col):
-        if not has_closed_form(col, name):
-            continue
+    for name in names or algorithms_for(collective):
         try:
-            out.append(tuned(col, name, n_ranks, size_bytes, links, model,
-                             itemsize=itemsize, spec=spec))  # fmt: skip
+            q = Query.make(get_algorithm(collective, name), n_ranks, count, itemsize, spec)
+            out.append(tune(q, links, model))
         except RingtreeError as e:
             skipped[name] = str(e)
     return out, skipped
@@ -254,16 +244,17 @@ def choose(
     """Pick the algorithm with the lowest predicted time; RINGTREE_ALGO (in ``env``, default
     the process environment) forces or restricts the pick. RingtreeError when nothing can run.
     """
-    col = Collective.parse(collective)
+    spec = spec or BuildSpec()
+    col = check(collective, n_ranks, size_bytes, itemsize, spec)
     raw, allowed = env_algorithms(col, os.environ if env is None else env)
-    cands, skipped = candidates(col, n_ranks, size_bytes, links, model,
-                                itemsize=itemsize, spec=spec)  # fmt: skip
+    cands, skipped = candidates(col, n_ranks, size_bytes // itemsize, itemsize, spec, links,
+                                get_model(model))  # fmt: skip
     if not cands:
         raise RingtreeError(
             f"no algorithm of {col.value} can run here: "
             + "; ".join(f"{k}: {v}" for k, v in skipped.items())
         )
-    by_steps = prices_on_host(links, n_ranks, spec or BuildSpec())
+    by_steps = prices_on_host(links, n_ranks, spec)
     automatic = fastest(cands, fewest_steps=by_steps)
     if not allowed:
         return Choice(automatic, automatic, cands, skipped, forced=False)
@@ -273,3 +264,23 @@ def choose(
         raise RingtreeError(f"{ENV_VAR}={raw} cannot run here: {skipped.get(name, name)}")
     chosen = fastest(runnable, fewest_steps=by_steps)
     return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
+
+
+def engine_choice(
+    collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
+    env: str,
+) -> Choice:  # fmt: skip
+    """What :func:`choose` picks on ``link`` for the engine: the alpha-beta model, root
+    ``root``, ``RINGTREE_ALGO`` = ``env`` ("": unset)."""
+    return choose(collective, n_ranks, nbytes, link, itemsize=itemsize,
+                  spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})  # fmt: skip
+
+
+def choice_for(
+    collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
+    env: str,
+) -> tuple[str, int | None]:  # fmt: skip
+    """``(algorithm, n_chunks)`` of :func:`engine_choice` (n_chunks None: not pipelined):
+    what the engine's auto runs."""
+    choice = engine_choice(collective, n_ranks, nbytes, link, itemsize, root, env)
+    return choice.algorithm, choice.chosen.n_chunks

@@ -23,7 +23,7 @@ import numpy as np
 
 from ringtree.lab.grammar import batch, corpus
 from ringtree.lab.tutor import TutorConfig
-from ringtree.runtime.runs import RunFailed
+from ringtree.procs.run import RunFailed
 
 RUNS = ("torch", "ringtree")
 RUN_TITLES = {"torch": "PyTorch's all-reduce (gloo)", "ringtree": "ringtree's hook"}
@@ -140,25 +140,44 @@ class LabResult:
         return [float(np.mean(x)) for x in zip(*(r.losses for r in self.runs[run]), strict=True)]
 
 
+def lab_rank(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+    """One rank of the lab (a body for :mod:`ringtree.procs.rank`): train the pickled job's
+    runs, pickle what they return next to the job (too big for the launcher's JSON). A
+    failure of torch's own collectives (a peer died) is the engine's error, not a bug."""
+    from ringtree.procs.native import EngineError
+
+    with open(cfg["job"], "rb") as f:
+        config, runs = pickle.load(f)
+    try:
+        result = train_rank(engine.rank, engine.size, config, runs)
+    except RuntimeError as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise EngineError(f"{type(e).__name__}: {first}") from None
+    with open(Path(cfg["job"]).parent / f"rank{engine.rank}.pkl", "wb") as f:
+        pickle.dump(result, f)
+    return {}
+
+
 def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
-    """Train ``runs`` on ``config.ranks`` local gloo processes (the engine's launcher, each
-    rank :mod:`ringtree.lab.worker`); see the module doc.
+    """Train ``runs`` on ``config.ranks`` local gloo processes (each rank runs
+    :func:`lab_rank` under the one rank main); see the module doc.
 
     RunFailed with one line when a rank fails or the lab runs past ``config.timeout_s``; no
     process is left running either way."""
     from ringtree.lab.tutor import build_tutor, n_parameters
-    from ringtree.runtime.launch import launch
+    from ringtree.procs.launch import launch_body
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ringtree-lab-") as folder:
         job = Path(folder) / "job.pkl"
         with open(job, "wb") as f:
-            pickle.dump((config, runs, folder), f)
+            pickle.dump((config, runs), f)
         env = {"OMP_NUM_THREADS": "1"}  # the launcher binds gloo to the loopback interface
-        outcome = launch(config.ranks, "gloo", ["-m", "ringtree.lab.worker", str(job)],
-                         timeout_s=config.timeout_s, env=env)  # fmt: skip
+        outcome = launch_body(config.ranks, "gloo", "ringtree.lab.ddp:lab_rank",
+                              {"job": str(job), "timeout_s": config.timeout_s},
+                              timeout_s=config.timeout_s, env=env)  # fmt: skip
         if not outcome.ok:
-            raise RunFailed(failure_message(outcome, config.timeout_s))
+            raise RunFailed(outcome.failure_message(config.timeout_s))
         per_rank = []
         for rank in range(config.ranks):
             with open(Path(folder) / f"rank{rank}.pkl", "rb") as f:
@@ -166,21 +185,3 @@ def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
     out = {run: [rank_runs[i] for rank_runs in per_rank] for i, run in enumerate(runs)}
     n_params = n_parameters(build_tutor(config.seed, config.tutor))
     return LabResult(config, out, n_params, time.perf_counter() - start)
-
-
-def failure_message(outcome: Any, timeout_s: float) -> str:
-    """One line: the ranks that died first (the likely cause), then the ranks' errors in the
-    order they happened, so the root cause leads and the peers' broken connections follow.
-    After a timeout the launcher killed the ranks still running: that is not a death."""
-    dead, raised, other = [], [], []
-    for r in outcome.ranks:
-        if r.status is not None and r.status < 0 and not outcome.timed_out:
-            dead.append(f"rank {r.rank} died (signal {-r.status})")
-        elif r.result is not None and r.result.get("error"):
-            raised.append((r.result.get("failed_at_s", 0.0), r.result["error"]))
-        elif r.status not in (0, None) and r.status > 0:
-            other.append(f"rank {r.rank} exited with status {r.status}: {r.error}")
-    parts = dead + [e for _, e in sorted(raised)] + other
-    if outcome.timed_out:
-        parts.append(f"the ranks did not finish within {timeout_s:g} s")
-    return "; ".join(parts) or "the ranks failed without saying why"

@@ -5,7 +5,9 @@
   (torch.distributed: gloo, NCCL) and :mod:`~ringtree.runtime.mpi` (mpi4py).
 * :mod:`~ringtree.runtime.program`: one rank's part of a schedule, compiled for a size;
   :mod:`~ringtree.runtime.executor` runs it, pipelined, with a deadline.
-* :mod:`~ringtree.runtime.api`: ``all_reduce``, ``reduce_scatter``, ``all_gather``,
+* :mod:`~ringtree.runtime.groups` (per-group state), :mod:`~ringtree.runtime.calls` (one
+  call, the one cache), :mod:`~ringtree.runtime.buffers`, :mod:`~ringtree.runtime.options`;
+  :mod:`~ringtree.runtime.api`: ``all_reduce``, ``reduce_scatter``, ``all_gather``,
   ``broadcast``, ``reduce`` in torch.distributed's shape (also exported by ``ringtree``).
 
 torch and mpi4py are imported only when a transport that needs them is used.

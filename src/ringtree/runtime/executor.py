@@ -14,7 +14,7 @@ Every wait is bounded by the call's deadline; a peer that dies or stops answerin
 PeerError naming the peer and the step (NCCL's waits only order streams: there torch's
 watchdog catches a dead peer, see :mod:`ringtree.runtime.torch_dist`).
 
-Tracing: given a :class:`ringtree.trace.events.Recorder`, the executor records one TraceEvent
+Tracing: given a :class:`ringtree.events.Recorder`, the executor records one TraceEvent
 per message (a slice of a chunk): ``send`` from the moment it starts posting the message to
 the moment the engine has taken it (the wire time shows on the receiver), ``recv`` from
 posting the receive to the data's arrival (waiting for the sender included), ``reduce``
@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ringtree.collectives import ReduceOp
+from ringtree.events import Recorder, TraceEvent
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
 from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, WAIT
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
-from ringtree.trace.events import Recorder, TraceEvent
 
 
 @dataclass

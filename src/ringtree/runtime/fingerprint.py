@@ -1,12 +1,19 @@
 """Mismatch detection: before a collective, ranks exchange a small fingerprint of the call.
 
 A fingerprint is 9 integers (collective, element count, dtype, op, algorithm, root, chunks,
-slice size, input status), all-gathered over the same transport with a ring (N-1 steps of a
-few bytes: one latency per step). If any rank differs, every rank raises the same
-MismatchError naming the ranks that disagree with the majority and what they called, so a
-wrong size becomes an immediate error instead of a hang or garbage. Like
-TORCH_DISTRIBUTED_DEBUG=DETAIL: optional in the API (``check=True`` or RINGTREE_CHECK=1),
-on by default in ``ringtree run``.
+slice size, input status), all-gathered with a ring (N-1 steps of a few bytes: one latency
+per step) over the group's control channel -- a connection of its own (a private gloo group
+under torch, a duplicate communicator under MPI), so a rank that checks while a peer already
+sends data never mixes the two. If any rank differs, every rank raises the same MismatchError
+naming the ranks that disagree with the majority and what they called, so a wrong size
+becomes an immediate error instead of a hang, a crash or garbage.
+
+By default the exchange runs on the first call of each call shape on a group (the shapes a
+program uses are few, so its cost is paid once; later calls of a known shape skip it);
+``check="always"`` (RINGTREE_CHECK=always) exchanges on every call, like
+TORCH_DISTRIBUTED_DEBUG=DETAIL; ``check=False`` never. A mismatch on a shape some ranks have
+already used (their call skips the exchange while another's makes it) is caught by the
+timeout instead: a PeerError on every rank.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
 
 import numpy as np
 
@@ -22,9 +29,10 @@ from ringtree.algorithms import algorithms_for, build
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.runtime.errors import MismatchError
 from ringtree.runtime.executor import Context, execute
-from ringtree.runtime.kernels import DTYPES, kernels_for
+from ringtree.runtime.kernels import DTYPES, NumpyKernels
 from ringtree.runtime.program import compile_program
 from ringtree.runtime.transport import Transport
+from ringtree.schedule import Schedule
 
 _COLLECTIVES = list(Collective)
 _OPS = list(ReduceOp)
@@ -79,34 +87,28 @@ def _describe(field: str, value: int, collective: Collective) -> str:
     return "none" if value == -1 else str(value)
 
 
-def exchange(transport: Transport, like: Any, sig: CallSignature, timeout_s: float) -> None:
-    """All-gather every rank's signature; raise MismatchError (on every rank) if they differ.
-
-    ``like`` is a buffer of the kind the transport carries (its device and array type).
-    """
-    n = transport.size
+def exchange(transport: Transport, sig: CallSignature, timeout_s: float) -> None:
+    """All-gather every rank's signature over ``transport``'s control channel; raise
+    MismatchError (on every rank) if they differ; PeerError if a peer does not take part."""
+    control = transport.control()
+    n = control.size
     if n == 1:
         return
     mine = sig.encode()
     width = len(mine)
-    if isinstance(like, np.ndarray):
-        buf = np.zeros(n * width, dtype=np.int64)
-        buf[transport.rank * width : (transport.rank + 1) * width] = mine
-        rows = lambda b: b.reshape(n, width).tolist()  # noqa: E731
-    else:
-        import torch
-
-        host = torch.zeros(n * width, dtype=torch.int64)
-        host[transport.rank * width : (transport.rank + 1) * width] = torch.tensor(mine)
-        buf = host.to(like.device)
-        rows = lambda b: b.cpu().reshape(n, width).tolist()  # noqa: E731
-    s = build(Collective.ALL_GATHER, "ring", n)
-    prog = compile_program(s, transport.rank, n * width, 8, in_place=True,
-                           in_place_min_bytes=transport.in_place_from())  # fmt: skip
+    buf = np.zeros(n * width, dtype=np.int64)
+    buf[control.rank * width : (control.rank + 1) * width] = mine
+    prog = compile_program(_ring_gather(n), control.rank, n * width, 8, in_place=True,
+                           in_place_min_bytes=control.in_place_from())  # fmt: skip
     ctx = Context(label="fingerprint exchange", timeout_s=timeout_s)
-    execute(prog, transport, kernels_for(buf), ReduceOp.SUM, buf, buf, n, ctx)
-    table = [tuple(r) for r in rows(buf)]
-    _compare(table, sig.collective, transport.rank)
+    execute(prog, control, NumpyKernels(), ReduceOp.SUM, buf, buf, n, ctx)
+    table = [tuple(r) for r in buf.reshape(n, width).tolist()]
+    _compare(table, sig.collective, control.rank)
+
+
+@lru_cache(maxsize=64)
+def _ring_gather(n: int) -> Schedule:
+    return build(Collective.ALL_GATHER, "ring", n)
 
 
 def _compare(table: list[tuple[int, ...]], collective: Collective, rank: int) -> None:

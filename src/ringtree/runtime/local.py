@@ -41,6 +41,15 @@ class LocalWorld:
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
         self.failed: dict[int, str] = {}
+        self._control: LocalWorld | None = None
+
+    def control(self) -> LocalWorld:
+        """A sibling world for control messages (fingerprints), made on first use."""
+        with self._lock:
+            if self._control is None:
+                self._control = LocalWorld(self.size)
+                self._control.failed = self.failed  # a failed rank fails both
+            return self._control
 
     def transport(self, rank: int) -> LocalTransport:
         """Rank ``rank``'s transport."""
@@ -90,6 +99,10 @@ class LocalTransport(Transport):
     def __init__(self, world: LocalWorld, rank: int) -> None:
         super().__init__(rank, world.size)
         self.world = world
+
+    def control(self) -> LocalTransport:
+        """This rank's end of the world's control sibling."""
+        return self.world.control().transport(self.rank)
 
     def _send(self, buf: Buffer, peer: int) -> _Request:
         return self.world.post(self.rank, peer, buf, sending=True)

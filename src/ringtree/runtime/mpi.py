@@ -42,16 +42,27 @@ class MpiTransport(Transport):
     #: 1 MiB ring all-reduce on 2 ranks saves its 512 KiB copy (~25 us of ~250).
     in_place_min_bytes = 0
 
-    def __init__(self, comm: Any = None) -> None:
+    def __init__(self, comm: Any = None, control: Transport | None = None) -> None:
         from mpi4py import MPI
 
         self._MPI = MPI
         self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self._control = control
         super().__init__(self.comm.Get_rank(), self.comm.Get_size())
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS")
         sharing = int(local) if local else self.size
         # more ranks than cores: never spin, a spinning rank holds the core its peer needs
         self.spin_s = SPIN_S if sharing <= (os.cpu_count() or 1) else 0.0
+
+    @classmethod
+    def open(cls, comm: Any) -> MpiTransport:
+        """The transport of ``comm`` with a control channel on a duplicate of it (collective
+        over ``comm``: every member opens it on its first ringtree call there)."""
+        return cls(comm, control=cls(comm.Dup()))
+
+    def control(self) -> Transport:
+        """The duplicate communicator's transport (see :meth:`open`), else this one."""
+        return self._control or self
 
     def _send(self, buf: Buffer, peer: int) -> Any:
         return self.comm.Isend([_bytes_view(buf), self._MPI.BYTE], dest=peer, tag=TAG)

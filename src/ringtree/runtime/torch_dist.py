@@ -20,17 +20,25 @@ when waited, where the executor knows the peer and the step.
 Full duplex on gloo: a gloo connection carries both directions of a pair through one socket
 and one lock, and a send written by the caller's thread holds that lock while the I/O thread
 waits to read the other direction -- two ranks exchanging data take turns. So on gloo the
-transport opens a companion group (once, on creation, collectively; RINGTREE_DUPLEX=0 turns
-it off) and sends "downwards" (to a lower rank) on it, "upwards" on the original: each
-direction of a pair gets its own socket, lock and I/O thread. Measured on 2 cores: a 4 MiB
-exchange between two ranks takes 2.3 ms instead of 3.0, 16 MiB 8.1 ms instead of 10.9; a 1 MiB
-reduce-scatter on 2 ranks (512 KiB each way) 0.6-0.85 ms instead of 1.0-1.9, a 64 KiB
-all-reduce 0.3-0.46 ms instead of 0.57 (medians of 40 calls, 2 runs each).
+transport has a companion group and sends "downwards" (to a lower rank) on it, "upwards" on
+the original: each direction of a pair gets its own socket, lock and I/O thread. Measured on
+2 cores: a 4 MiB exchange between two ranks takes 2.3 ms instead of 3.0, 16 MiB 8.1 ms
+instead of 10.9; a 1 MiB reduce-scatter on 2 ranks (512 KiB each way) 0.6-0.85 ms instead of
+1.0-1.9, a 64 KiB all-reduce 0.3-0.46 ms instead of 0.57 (medians of 40 calls, 2 runs each).
+
+Private groups: the companion (RINGTREE_DUPLEX=0 turns it off) and a gloo *control* group for
+fingerprint exchanges (on NCCL groups too: host memory, and never in the way of the data) are
+made by :func:`open_torch` on the group's members only, through the default store under a
+prefix named after the group (torch gives every member the same group name), after a
+rendezvous bounded by the first call's timeout -- not through ``dist.new_group``, whose
+identity depends on every group each process has made, and which would block ranks that are
+not members. An absent member is a PeerError naming it.
 """
 
 from __future__ import annotations
 
-import os
+import itertools
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -38,6 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ringtree.errors import RingtreeError
+from ringtree.runtime.errors import PeerError
 from ringtree.runtime.threads import share_cores
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
 
@@ -46,30 +56,27 @@ TAG = 0x5254
 
 
 class TorchTransport(Transport):
-    """Point-to-point over a torch.distributed process group (default: the world)."""
+    """Point-to-point over a torch.distributed process group.
 
-    def __init__(self, group: Any = None) -> None:
+    ``down``: the group that carries messages to lower ranks (default: ``group`` itself);
+    ``control``: the transport of fingerprint exchanges (default: this one). Use
+    :func:`open_torch` to make both for a group.
+    """
+
+    def __init__(self, group: Any, down: Any = None, control: Transport | None = None) -> None:
         import torch.distributed as dist
 
-        if not dist.is_initialized():
-            from ringtree.errors import RingtreeError
-
-            raise RingtreeError(
-                "torch.distributed is not initialized: call "
-                "torch.distributed.init_process_group first (torchrun sets up the environment)"
-            )
         self._dist = dist
-        self.group = group if group is not None else dist.group.WORLD
-        pg = self.group
-        super().__init__(pg.rank(), pg.size())
-        self.kind = str(dist.get_backend(pg))
+        self.group = group
+        super().__init__(group.rank(), group.size())
+        self.kind = _backend_name(group)
         self.grouped = self.kind == "nccl"
-        self.down = pg  # the group that carries messages to lower ranks
-        if self.kind == "gloo" and pg.size() > 1:
-            share_cores(pg.size())
-        if self.kind == "gloo" and pg.size() > 1 and os.environ.get("RINGTREE_DUPLEX") != "0":
-            ranks = dist.get_process_group_ranks(pg)
-            self.down = dist.new_group(ranks, backend="gloo", use_local_synchronization=True)
+        self.down = down if down is not None else group
+        self._control = control
+
+    def control(self) -> Transport:
+        """The transport fingerprints travel on (see the module doc)."""
+        return self._control or self
 
     def _send(self, buf: Buffer, peer: int) -> Any:
         if type(buf) is np.ndarray:  # a numpy view of a CPU tensor: the same memory
@@ -149,3 +156,78 @@ def _short(msg: str) -> str:
     if msg.startswith("[") and "] " in msg:
         msg = msg.split("] ", 1)[1]
     return msg.split(". This is typically")[0]
+
+
+def _backend_name(group: Any) -> str:
+    import torch.distributed as dist
+
+    try:
+        return str(dist.get_backend(group))
+    except (RuntimeError, ValueError):  # a private ProcessGroupGloo: not in torch's registry
+        return "gloo"
+
+
+#: How many times this process opened ringtree's private groups for a group name: part of
+#: their store prefix, so that a group opened again (caches cleared) never meets old keys.
+_EPOCHS: dict[str, itertools.count] = {}
+
+
+def open_torch(group: Any, timeout_s: float, duplex: bool = True) -> TorchTransport:
+    """The transport of torch process ``group`` with its private groups (module doc), made
+    once per group on each member; PeerError naming the members that did not arrive within
+    ``timeout_s``. RingtreeError when torch.distributed is not initialized."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        raise RingtreeError(
+            "torch.distributed is not initialized: call "
+            "torch.distributed.init_process_group first (torchrun sets up the environment)"
+        )
+    kind = _backend_name(group)
+    rank, size = group.rank(), group.size()
+    if size == 1:
+        return TorchTransport(group)
+    if kind == "gloo":
+        share_cores(size)
+    name = str(group.group_name)
+    epoch = next(_EPOCHS.setdefault(name, itertools.count()))
+    default = dist.distributed_c10d._get_default_store()
+    store = dist.PrefixStore(f"ringtree/{name}/{epoch}/", default)
+    _rendezvous(store, rank, size, timeout_s, dist.get_process_group_ranks(group))
+    control = TorchTransport(_private_gloo(store, "control", rank, size, timeout_s))
+    down = None
+    if kind == "gloo" and duplex:
+        down = _private_gloo(store, "duplex", rank, size, timeout_s)
+    return TorchTransport(group, down=down, control=control)
+
+
+def _rendezvous(store: Any, rank: int, size: int, timeout_s: float, ranks: list[int]) -> None:
+    """Wait until every member of the group has arrived (set its key), ``timeout_s`` at most."""
+    store.set(f"ready/{rank}", b"1")
+    keys = [f"ready/{r}" for r in range(size)]
+    start = time.monotonic()
+    try:
+        store.wait(keys, timedelta(seconds=timeout_s))
+    except RuntimeError:  # torch's DistStoreError on a timeout
+        missing = [r for r in range(size) if not store.check([keys[r]])]
+        if not missing:
+            raise
+        who = ", ".join(f"{r} (global rank {ranks[r]})" for r in missing)
+        raise PeerError(
+            f"rank {rank}: the first ringtree call on this group waited "
+            f"{time.monotonic() - start:.3g} s for group rank{'s' if len(missing) > 1 else ''} "
+            f"{who}, which did not make it within the {timeout_s:g} s timeout (died, hangs, or "
+            "called something else)",
+            rank=rank, peer=missing[0], step=0,
+        ) from None  # fmt: skip
+
+
+def _private_gloo(store: Any, purpose: str, rank: int, size: int, timeout_s: float) -> Any:
+    """A gloo process group of the same members, connected through ``store`` (every member
+    has arrived, so connecting does not wait on an absent one)."""
+    import torch.distributed as dist
+
+    opts = dist.ProcessGroupGloo._Options()
+    opts._timeout = timedelta(seconds=max(timeout_s, 1.0))
+    opts._devices = [dist.ProcessGroupGloo.create_default_device()]
+    return dist.ProcessGroupGloo(dist.PrefixStore(purpose + "/", store), rank, size, opts)

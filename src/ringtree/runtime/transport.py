@@ -52,6 +52,9 @@ class Transport(ABC):
 
     def __init__(self, rank: int, size: int) -> None:
         self.rank, self.size = rank, size
+        #: The engine's state for calls made with this transport as their group
+        #: (:class:`ringtree.runtime.groups.Group`), made on the first such call.
+        self.engine_group: Any = None
         self.bytes_sent = 0
         self.bytes_received = 0
         self.messages_sent = 0
@@ -89,6 +92,12 @@ class Transport(ABC):
     def wait(self, req: Request, timeout_s: float) -> None:
         """Block until ``req`` completes. Raises TransportTimeout after ``timeout_s`` seconds,
         TransportClosed if the peer's connection broke."""
+
+    def control(self) -> Transport:
+        """The transport that fingerprint exchanges travel on: a channel of its own where the
+        engine has one (so a rank that checks while a peer sends data never mixes the two),
+        else this transport."""
+        return self
 
     def counters(self) -> tuple[int, int, int]:
         """``(bytes_sent, bytes_received, messages_sent)`` so far."""

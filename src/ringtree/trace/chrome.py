@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ringtree.cost.model import Link
+from ringtree.events import KINDS, TraceEvent
 from ringtree.schedule import Schedule
-from ringtree.trace.events import KINDS, TraceEvent
 from ringtree.trace.files import write_text
 from ringtree.trace.predicted import predicted_events
 

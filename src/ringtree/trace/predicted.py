@@ -16,8 +16,8 @@ Every slice of a step starts at T or after the step's wire time, so on each rank
 from __future__ import annotations
 
 from ringtree.cost.model import Link, step_times_s
+from ringtree.events import TraceEvent
 from ringtree.schedule import Action, Schedule, Transfer
-from ringtree.trace.events import TraceEvent
 
 
 def _shared_ends(sizes: list[int], start_s: float, link: Link) -> list[float]:

@@ -1,7 +1,7 @@
 """A collective on N local processes, verified and timed: the library behind ``ringtree run``.
 
-:func:`run_processes` starts the ranks (:mod:`ringtree.runtime.launch`), each runs
-:mod:`ringtree.runtime.worker`, and the report puts side by side what was measured (median
+:func:`run_processes` starts the ranks (:mod:`ringtree.procs.launch`), each runs
+:func:`run_rank` under the one rank main, and the report puts side by side what was measured (median
 time per call, bytes each rank's transport sent) and what the schedule and the cost model
 say (bytes per rank, predicted time on the link the ranks see: gloo's loopback TCP, MPI's
 shared memory, slower when there are more ranks than cores, or for NCCL a PCIe 4 GPU link,
@@ -10,21 +10,27 @@ or loopback TCP when ranks share a GPU and NCCL carries their messages over sock
 
 from __future__ import annotations
 
-import json
 import os
+import signal
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from ringtree import dtypes
 from ringtree.algorithms import BuildSpec
-from ringtree.collectives import Collective, ReduceOp
-from ringtree.cost.predict import predict
+from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.cost.models import predict
 from ringtree.errors import RingtreeError
-from ringtree.runtime import api
+from ringtree.events import Recorder
+from ringtree.procs.launch import launch_body
+from ringtree.procs.native import NativeEngine, copy_buffer, make_input
+from ringtree.runtime import api, calls
 from ringtree.runtime.auto import link_for
-from ringtree.runtime.launch import Launch, launch
-from ringtree.units import dtype_bytes
+from ringtree.runtime.transport import Buffer, Transport
 
 #: dtypes ``run`` offers per backend (each engine's own collective must handle them too).
 _TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64")
@@ -33,8 +39,6 @@ RUN_DTYPES = {
     "nccl": _TORCH_DTYPES,
     "mpi": ("float32", "float64", "int8", "uint8", "int32", "int64"),
 }
-_ALIASES = {"fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16",
-            "float": "float32", "double": "float64", "half": "float16"}  # fmt: skip
 #: Warn when asked for more ranks than this many per core.
 RANKS_PER_CORE_WARN = 4
 
@@ -92,13 +96,7 @@ class RunReport:
 
 def canonical_dtype(name: str, backend: str) -> str:
     """``fp32`` -> ``float32``; RingtreeError unless ``backend``'s run supports it."""
-    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in RUN_DTYPES[backend]:
-        raise RingtreeError(
-            f"dtype {name!r} is not offered by run --backend {backend}: expected one of "
-            f"{', '.join(RUN_DTYPES[backend])}"
-        )
-    return key
+    return dtypes.canonical(name, RUN_DTYPES[backend], f"run --backend {backend}")
 
 
 def oversubscription_warning(n_ranks: int) -> str | None:
@@ -134,7 +132,7 @@ def run_processes(
     col = Collective.parse(collective)
     rop = ReduceOp.parse(op)
     dt = canonical_dtype(dtype, backend)
-    itemsize = dtype_bytes(dt)
+    itemsize = dtypes.itemsize(dt)
     if n_ranks < 1:
         raise RingtreeError(f"number of ranks must be >= 1, got {n_ranks}")
     if size_bytes % itemsize:
@@ -148,9 +146,9 @@ def run_processes(
 
         check_dtype(dt, rop)
     count = size_bytes // itemsize
-    name, chunks = api.resolve(col, algorithm, n_ranks, count, itemsize, root, n_chunks,
-                               kind=backend)  # fmt: skip
-    sched = api.schedule(col, name, n_ranks, root, chunks, ranks_per_node)  # validates
+    name, chunks = calls.resolve(col, algorithm.strip().lower(), n_ranks, count, itemsize, root,
+                                 n_chunks, kind=backend)  # fmt: skip
+    sched = calls.schedule(col, name, n_ranks, root, chunks, ranks_per_node)  # validates
     config = {
         "backend": backend, "collective": col.value, "size_bytes": size_bytes, "dtype": dt,
         "itemsize": itemsize, "algorithm": name, "n_chunks": chunks, "op": rop.value,
@@ -160,11 +158,12 @@ def run_processes(
     if backend == "mpi":
         _require_mpi4py()
     shares_gpus = backend == "nccl" and n_ranks > _require_gpus()
-    argv = ["-m", "ringtree.runtime.worker", json.dumps(config)]
     startup_s = 30.0 + 3.0 * n_ranks
-    outcome = launch(n_ranks, backend, argv, timeout_s=startup_s + timeout_s * (iters + 3))
+    total_s = startup_s + timeout_s * (iters + 3)
+    outcome = launch_body(n_ranks, backend, "ringtree.procs.run:run_rank", config,
+                          timeout_s=total_s)  # fmt: skip
     if not outcome.ok:
-        raise RunFailed(failure_message(outcome, timeout_s))
+        raise RunFailed(outcome.failure_message(total_s))
     results = [r.result or {} for r in outcome.ranks]
     per_iter = [max(ts) for ts in zip(*(r["times_s"] for r in results), strict=True)]
     spec = BuildSpec(root=root, n_chunks=chunks, ranks_per_node=ranks_per_node)
@@ -200,24 +199,9 @@ def run_processes(
     )
 
 
-def failure_message(outcome: Launch, timeout_s: float) -> str:
-    """One line per failed rank, the dead ones first (the likely cause)."""
-    dead, errors = [], []
-    for r in outcome.ranks:
-        if r.status is not None and r.status < 0:
-            dead.append(f"rank {r.rank} died (signal {-r.status})")
-        elif r.error:
-            errors.append(r.error.removeprefix("ringtree: error: "))
-        elif r.status not in (0, None):
-            errors.append(f"rank {r.rank} exited with status {r.status}")
-    if outcome.timed_out and not dead and not errors:
-        errors.append(f"the ranks did not finish in time (timeout {timeout_s:g} s per call)")
-    return "; ".join(dead + errors) or "the ranks failed without saying why"
-
-
 def _require_gpus() -> int:
     """The number of CUDA GPUs; RingtreeError when there is none (backend nccl)."""
-    from ringtree.runtime.launch import gpu_count
+    from ringtree.procs.launch import gpu_count
 
     gpus = gpu_count()
     if gpus == 0:
@@ -237,3 +221,103 @@ def _require_mpi4py() -> None:
         ) from None
     if sys.platform == "win32":
         raise RingtreeError("backend mpi is not supported on Windows by ringtree run")
+
+
+class DyingTransport(Transport):
+    """Wraps a transport; the process kills itself (SIGKILL, no goodbye) when it is about to
+    post send number ``after_sends`` -- a peer dying mid-collective. Fingerprints travel on
+    the inner transport's control channel and do not count."""
+
+    def __init__(self, inner: Transport, after_sends: int) -> None:
+        super().__init__(inner.rank, inner.size)
+        self.inner, self.after_sends = inner, after_sends
+        self.kind, self.grouped = inner.kind, inner.grouped
+
+    def control(self) -> Transport:
+        return self.inner.control()
+
+    def _send(self, buf: Buffer, peer: int) -> Any:
+        if self.messages_sent > self.after_sends:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.inner._send(buf, peer)
+
+    def _recv(self, buf: Buffer, peer: int) -> Any:
+        return self.inner._recv(buf, peer)
+
+    def wait(self, req: Any, timeout_s: float) -> None:
+        self.inner.wait(req, timeout_s)
+
+
+def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
+    """One rank of ``ringtree run``: the engine's own collective first (what every rank must
+    hold), then ringtree's on the same input, checked (the fingerprint exchanged when
+    ``check``); the bytes its transport sent in one call; ``iters`` timed calls, each after a
+    ringtree barrier (so that a dead peer is a PeerError here too). ``kill_rank`` dies at its
+    second send of the collective."""
+    col = Collective.parse(cfg["collective"])
+    op = ReduceOp.parse(cfg.get("op", "sum"))
+    n, rank, root = engine.size, engine.rank, int(cfg.get("root", 0))
+    itemsize = int(cfg["itemsize"])
+    count = int(cfg["size_bytes"]) // itemsize
+    if cfg.get("size_bytes_by_rank"):  # a rank asked to call with another size
+        count = int(cfg["size_bytes_by_rank"].get(str(rank), cfg["size_bytes"])) // itemsize
+    transport = api.transport_for(None)
+    if cfg.get("kill_rank") == rank:
+        transport = DyingTransport(transport, 1)
+    raw = make_input(col, count, cfg["dtype"], op, rank, n)
+    x = engine.array(raw)
+    want = engine.native(col, x, op, root, count)
+    b = block_bounds(count, n)
+    kw: dict[str, Any] = {
+        "algorithm": cfg["algorithm"], "timeout": cfg["timeout_s"], "n_chunks": cfg.get("n_chunks"),
+        "ranks_per_node": cfg.get("ranks_per_node"), "slice_bytes": cfg.get("slice_bytes"),
+    }  # fmt: skip
+    call = {
+        Collective.ALL_REDUCE: lambda i, o, **k: api.all_reduce(i, op, transport, **k),
+        Collective.BROADCAST: lambda i, o, **k: api.broadcast(i, root, transport, **k),
+        Collective.REDUCE: lambda i, o, **k: api.reduce(i, root, op, transport, **k),
+        Collective.REDUCE_SCATTER: lambda i, o, **k: api.reduce_scatter(o, i, op, transport, **k),
+        Collective.ALL_GATHER: lambda i, o, **k: api.all_gather(o, i, transport, **k),
+    }[col]
+
+    def ringtree_call(**extra: Any) -> Any:
+        inp = copy_buffer(x)
+        size = {Collective.REDUCE_SCATTER: b[rank + 1] - b[rank], Collective.ALL_GATHER: count}
+        out = None
+        if col in size:
+            out = inp.new_empty(size[col]) if hasattr(inp, "new_empty") else \
+                np.empty(size[col], dtype=inp.dtype)  # fmt: skip
+        call(inp, out, **kw, **extra)
+        return inp if out is None else out
+
+    one = engine.array(np.ones(1, dtype=np.float32))
+
+    def barrier() -> None:
+        api.all_reduce(one, group=transport, algorithm="recursive", timeout=cfg["timeout_s"])
+        engine.sync()
+
+    got = engine.numpy(ringtree_call(check="always" if cfg.get("check", True) else False))
+    correct = bool((col is Collective.REDUCE and rank != root) or np.array_equal(got, want))
+    rec = Recorder(rank, messages=False)
+    ringtree_call(recorder=rec)  # the bytes at the transport for one call
+    times, finished = [], []
+    for _ in range(int(cfg["iters"])):
+        barrier()
+        t0 = time.perf_counter()
+        ringtree_call(recorder=rec)
+        engine.sync()
+        times.append(time.perf_counter() - t0)
+        finished.append([m - t0 for m in rec.calls[-1].step_done_s])
+    first = rec.calls[0]
+    sched = calls.schedule(col, first.algorithm, n, root, first.n_chunks, cfg.get("ranks_per_node"))
+    return {
+        "correct": correct,
+        "times_s": times,
+        "step_done_s": [statistics.median(c) for c in zip(*finished, strict=True)],
+        "bytes_sent": first.bytes_sent,
+        "messages_sent": first.messages_sent,
+        "bytes_sent_schedule": sched.bytes_sent(rank, count, itemsize),
+        "algorithm": first.algorithm,
+        "n_chunks": sched.n_chunks,
+        "n_steps": sched.n_steps,
+    }

@@ -1,4 +1,4 @@
-"""Start N local worker processes on 127.0.0.1 and collect what each one reports.
+"""Start N local rank processes on 127.0.0.1 and collect what each one reports.
 
 ``gloo``: N Python processes with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR=
 127.0.0.1, MASTER_PORT=a free port; OMP_NUM_THREADS=cores // N unless set). ``nccl``: the
@@ -10,7 +10,8 @@ correct, but no measure of a GPU link. ``mpi``: one
 root). Each rank writes its result as JSON to ``<dir>/rank<r>.json``; the launcher waits for
 all, kills every process it started (its whole process group) when the time is up or when any
 rank fails, and returns the results with each rank's exit status and last error line. Nothing
-is left running.
+is left running. :func:`launch_body` runs a body function on every rank through the one rank
+main (:mod:`ringtree.procs.rank`), which ``run``, ``bench`` and ``lab`` give their bodies to.
 """
 
 from __future__ import annotations
@@ -61,6 +62,25 @@ class Launch:
         """Every rank exited 0 with a result."""
         return all(r.status == 0 and r.result is not None for r in self.ranks)
 
+    def failure_message(self, timeout_s: float) -> str:
+        """One line: the ranks that died first (the likely cause), then the ranks' errors in
+        the order they happened, so the root cause leads and the peers' broken connections
+        follow. After a timeout the launcher killed the ranks still running: not a death."""
+        dead, raised, other = [], [], []
+        for r in self.ranks:
+            error = (r.result or {}).get("error")
+            if r.status is not None and r.status < 0 and not self.timed_out:
+                dead.append(f"rank {r.rank} died (signal {-r.status})")
+            elif error:
+                raised.append(((r.result or {}).get("failed_at_s", 0.0), error))
+            elif r.status not in (0, None) and r.status > 0:
+                why = f": {r.error}" if r.error else ""
+                other.append(f"rank {r.rank} exited with status {r.status}{why}")
+        parts = dead + [e for _, e in sorted(raised, key=lambda x: x[0])] + other
+        if self.timed_out:
+            parts.append(f"the ranks did not finish within {timeout_s:g} s")
+        return "; ".join(parts) or "the ranks failed without saying why"
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now."""
@@ -101,7 +121,7 @@ def launch(
 ) -> Launch:
     """Run ``python <argv>`` as ranks 0..n-1 and gather their ``rank<r>.json`` results.
 
-    argv: e.g. ``["-m", "ringtree.runtime.worker", "<json>"]``. The workers find the result
+    argv: e.g. ``["-m", "ringtree.procs.rank", BODY, CONFIG]``. The workers find the result
     folder in RINGTREE_RESULT_DIR. Returns after every process has ended (killed at the
     deadline if need be, or as soon as one rank fails and the others linger for 5 s).
     """
@@ -154,6 +174,25 @@ def launch(
                 err = result["error"]
             outcomes.append(RankOutcome(r, result, status, err))
         return Launch(outcomes, timed_out, [p.pid for p in procs])
+
+
+def launch_body(
+    n: int,
+    backend: str,
+    body: str,
+    config: dict[str, Any],
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> Launch:
+    """Run ``body`` (``"module:function"``, called as ``function(engine, config)``) on ranks
+    0..n-1 through :mod:`ringtree.procs.rank`; ``config`` (JSON data, with ``backend``
+    added) reaches every rank through a file. ``timeout_s`` bounds the whole launch."""
+    with tempfile.TemporaryDirectory(prefix="ringtree-config-") as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps({**config, "backend": backend}))
+        return launch(n, backend, ["-m", "ringtree.procs.rank", body, str(path)],
+                      timeout_s=timeout_s, env=env)  # fmt: skip
 
 
 def gpu_count() -> int:

@@ -1,4 +1,5 @@
-"""Closed forms of recursive doubling/halving (Thakur, Rabenseifner & Gropp 2005).
+"""Closed forms of recursive doubling/halving (:mod:`ringtree.algorithms.recursive`; Thakur,
+Rabenseifner & Gropp 2005).
 
 Notation: N ranks, p = 2^floor(log2 N), r = N - p extra ranks, S = count * itemsize. Blocks
 are ``block_bounds`` pieces (N of them for reduce-scatter/all-gather, p for Rabenseifner), the
@@ -15,7 +16,7 @@ import numpy as np
 from ringtree.algorithms import BuildSpec
 from ringtree.algorithms.recursive import Fold, fold_for
 from ringtree.collectives import Collective
-from ringtree.cost.closed_forms import Estimate, closed_form
+from ringtree.cost.forms.base import Estimate, closed_form
 from ringtree.cost.model import FLAT, Terms
 
 

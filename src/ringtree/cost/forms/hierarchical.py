@@ -1,4 +1,5 @@
-"""Closed form of the hierarchical all-reduce on M nodes x g ranks per node, on two levels.
+"""Closed forms of the hierarchical algorithms (:mod:`ringtree.algorithms.hierarchical`) on
+M nodes x g ranks per node, on two levels. The all-reduce:
 
 intra (2(g-1) steps): 2(g-1) alpha_intra + 2(g-1) * ceil(S/g) beta_intra (+ (g-1) ceil(S/g)
 gamma), the intra-node ring reduce-scatter and all-gather on g blocks;
@@ -13,7 +14,7 @@ from __future__ import annotations
 from ringtree.algorithms import BuildSpec
 from ringtree.algorithms.hierarchical import check_shape
 from ringtree.collectives import Collective, block_bounds
-from ringtree.cost.closed_forms import Estimate, _ceil_div, closed_form
+from ringtree.cost.forms.base import Estimate, ceil_div, closed_form
 from ringtree.cost.model import INTER, INTRA, Terms
 
 
@@ -22,8 +23,8 @@ def hierarchical_all_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) 
     """Intra ring reduce-scatter + inter ring all-reduce of S/g + intra ring all-gather."""
     m = check_shape(n, spec.ranks_per_node)
     g = n // m
-    block = _ceil_div(count, g)  # the largest block
-    piece = _ceil_div(block, m)  # the largest piece of it
+    block = ceil_div(count, g)  # the largest block
+    piece = ceil_div(block, m)  # the largest piece of it
     cost = {}
     if g > 1:
         cost[INTRA] = Terms(2 * (g - 1), 2 * (g - 1) * block * itemsize,
@@ -53,7 +54,7 @@ def _group_sizes(count: int, n: int, g: int) -> list[int]:
     (the first ``count % n`` blocks one element larger)."""
     m = n // g
     base, extra = divmod(count, n)
-    return [m * base + max(0, _ceil_div(extra - loc, g)) for loc in range(g)]
+    return [m * base + max(0, ceil_div(extra - loc, g)) for loc in range(g)]
 
 
 def _two_level(
@@ -65,7 +66,7 @@ def _two_level(
     m = check_shape(n, spec.ranks_per_node)
     g = n // m
     group = max(_group_sizes(count, n, g)) * itemsize
-    block = _ceil_div(count, n) * itemsize
+    block = ceil_div(count, n) * itemsize
     cost = {}
     if g > 1:
         cost[INTRA] = Terms(g - 1, (g - 1) * group, (g - 1) * group if reduces else 0)

@@ -1,13 +1,14 @@
-"""What a rank did, when: the record that executors emit and trace exporters read.
+"""What a rank did, when: the records the engine emits and trace exporters read.
 
-One :class:`TraceEvent` per send, receive or reduce of one chunk on one rank. For a transfer
-``src -> dst`` of chunk c at step k, ``src`` records ``send`` (peer ``dst``) and ``dst``
-records ``recv`` (peer ``src``) and, when the transfer reduces, then ``reduce`` (peer
-``src``). So, per rank, the bytes of its ``send`` events add up to
+One :class:`CallRecord` per collective call (what ran, the bytes the transport moved, when
+each step was done) and, when asked, one :class:`TraceEvent` per send, receive or reduce of
+one chunk on one rank. For a transfer ``src -> dst`` of chunk c at step k, ``src`` records
+``send`` (peer ``dst``) and ``dst`` records ``recv`` (peer ``src``) and, when the transfer
+reduces, then ``reduce`` (peer ``src``). So, per rank, the bytes of its ``send`` events add up to
 ``Schedule.bytes_sent(rank, ...)`` and those of its ``recv`` events to ``bytes_received``.
 
-This module imports nothing but the standard library and :mod:`ringtree.errors`, so the
-runtime can record events without pulling in any renderer.
+This module imports nothing but the standard library and :mod:`ringtree.errors`: it sits
+below the engine and the renderers alike.
 """
 
 from __future__ import annotations
@@ -55,9 +56,47 @@ class TraceEvent:
             )
 
 
+@dataclass(frozen=True)
+class CallRecord:
+    """One collective call on one rank, as the engine ran it.
+
+    algorithm, n_chunks: what ran ("auto" resolved). count, itemsize: the call's elements and
+    their size. bytes_sent, bytes_received, messages_sent: counted by the transport during
+    the call. start_s, end_s: the call's start and end on the recorder's clock; step_done_s:
+    when this rank had applied each step's last message (a step it received nothing in
+    repeats the previous time).
+    """
+
+    rank: int
+    n_ranks: int
+    collective: str
+    algorithm: str
+    n_chunks: int | None
+    count: int
+    itemsize: int
+    bytes_sent: int
+    bytes_received: int
+    messages_sent: int
+    start_s: float
+    end_s: float
+    step_done_s: tuple[float, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        """The call's buffer size in bytes."""
+        return self.count * self.itemsize
+
+    @property
+    def duration_s(self) -> float:
+        """``end_s - start_s``."""
+        return self.end_s - self.start_s
+
+
 @dataclass
 class Recorder:
-    """Collects one rank's events; ``span`` times a block of code on ``clock`` (seconds).
+    """Collects one rank's records: a CallRecord per call and, with ``messages`` (the
+    default), a TraceEvent per send, receive and reduce. ``span`` times a block of code on
+    ``clock`` (seconds).
 
     >>> rec = Recorder(rank=0)
     >>> with rec.span("send", step=1, chunk=2, peer=1, bytes=1024, phase="reduce-scatter"):
@@ -69,6 +108,8 @@ class Recorder:
     rank: int
     clock: Callable[[], float] = time.perf_counter
     events: list[TraceEvent] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    messages: bool = True
 
     @contextmanager
     def span(

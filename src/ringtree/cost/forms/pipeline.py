@@ -1,38 +1,28 @@
-"""Closed forms of the pipelined trees: binomial broadcast/reduce/all-reduce and the double
-binary tree.
+"""Closed forms of pipelined trees, from their streams (:mod:`ringtree.algorithms.pipeline`).
 
-A pipelined tree is a set of streams (:mod:`ringtree.algorithms.pipeline`): stream (o, b) carries
-chunk j of block b at step o + j. So in step t a rank moves, in each direction, the chunks
-t - o of its streams, and the busiest rank of the step sets its time. The terms are computed
-from the ranks' stream offsets alone, a few kinds of rank per tree (grouped by their offsets),
-never from the N-rank schedule:
+A pipelined tree is a set of streams: stream (o, b) carries chunk j of block b at step o + j.
+So in step t a rank moves, in each direction, the chunks t - o of its streams, and the busiest
+rank of the step sets its time. The terms are computed from the ranks' stream offsets alone, a
+few kinds of rank per tree (grouped by their offsets), never from the N-rank schedule:
 
     steps       = |union over streams of [o, o + C)|
     wire_bytes  = sum_t max over ranks and directions of sum_{(o, b) of the rank} chunk_b[t - o]
     reduce_bytes likewise over the reductions a rank receives
 
-Approximate figures (S bytes, L = ceil(log2 N), C chunks, D = depth of the binary trees):
-binomial all-reduce (2L + C - 1) alpha + L S (1 + L/C) beta (C >> L); double binary tree about
-(3D + C) alpha + 2 S (1 + O(D/C)) beta (Sanders, Speck & Traeff 2009; NCCL's tree model).
+Used by the binomial trees (:mod:`ringtree.cost.forms.tree`) and the double binary tree
+(:mod:`ringtree.cost.forms.dbtree`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
 
-from ringtree.algorithms import DEFAULT_PIPELINE_CHUNKS, BuildSpec
-from ringtree.algorithms.dbtree import dbtree_streams
 from ringtree.algorithms.pipeline import Stream
-from ringtree.algorithms.tree import (
-    binomial_broadcast_streams,
-    binomial_reduce_streams,
-    tree_all_reduce_streams,
-)
-from ringtree.collectives import Collective, block_bounds
-from ringtree.cost.closed_forms import Estimate, closed_form
+from ringtree.collectives import block_bounds
+from ringtree.cost.forms.base import Estimate
 from ringtree.cost.model import FLAT, Terms
 from ringtree.schedule import Action
 
@@ -125,44 +115,7 @@ def _maximal(counters: list[dict[Lane, int]]) -> list[Pattern]:
 
 
 @lru_cache(maxsize=256)
-def _kinds(algorithm: str, n_ranks: int) -> RankKinds:
-    """RankKinds of a tree algorithm on N ranks (cost does not depend on the root)."""
-    streams = {
-        "broadcast": binomial_broadcast_streams,
-        "reduce": binomial_reduce_streams,
-        "all-reduce": tree_all_reduce_streams,
-        "dbtree": dbtree_streams,
-    }[algorithm](n_ranks)
-    return RankKinds(streams, n_ranks)
-
-
-@closed_form(Collective.BROADCAST, "tree")
-def tree_broadcast(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
-    """Binomial broadcast: ceil(log2 N) steps of S unpipelined, L (alpha + S beta); the root
-    sends L*S. Pipelined over C chunks: L+C-1 steps, the root still sends every chunk L times
-    (Thakur, Rabenseifner & Gropp 2005)."""
-    return _kinds("broadcast", n).terms(count, itemsize, spec.n_chunks or 1, 1)
-
-
-@closed_form(Collective.REDUCE, "tree")
-def tree_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
-    """Binomial reduce: ceil(log2 N) steps, L (alpha + S (beta + gamma)) unpipelined; every
-    non-root rank sends S (Thakur, Rabenseifner & Gropp 2005)."""
-    return _kinds("reduce", n).terms(count, itemsize, spec.n_chunks or 1, 1)
-
-
-@closed_form(Collective.ALL_REDUCE, "tree")
-def tree_all_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
-    """Binomial reduce + broadcast pipelined over C chunks, the halves overlapped at the root:
-    2L + C - 1 steps, about (2L + C - 1) alpha + L S (1 + L/C) beta (C >> L); C = 1 gives
-    2L (alpha + S beta), the textbook reduce-then-broadcast (Thakur et al. 2005)."""
-    return _kinds("all-reduce", n).terms(
-        count, itemsize, spec.n_chunks or DEFAULT_PIPELINE_CHUNKS, 1
-    )
-
-
-@closed_form(Collective.ALL_REDUCE, "dbtree")
-def dbtree_all_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
-    """Double binary tree, C chunks per half: about (3D + C) alpha + 2S (1 + O(D/C)) beta with
-    D ~ log2 N; every rank sends at most 2S (Sanders, Speck & Traeff 2009; NCCL 2.4)."""
-    return _kinds("dbtree", n).terms(count, itemsize, spec.n_chunks or DEFAULT_PIPELINE_CHUNKS, 2)
+def rank_kinds(streams_of: Callable[[int], Sequence[Stream]], n_ranks: int) -> RankKinds:
+    """RankKinds of the streams ``streams_of(n_ranks)`` (the cost does not depend on the
+    root), built once per (tree, N)."""
+    return RankKinds(streams_of(n_ranks), n_ranks)

@@ -3,7 +3,7 @@
 import pytest
 
 from ringtree.errors import RingtreeError
-from ringtree.trace.events import Recorder, TraceEvent
+from ringtree.events import Recorder, TraceEvent
 
 
 def test_event_rejects_bad_kind_negative_bytes_and_reversed_time():

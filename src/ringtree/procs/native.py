@@ -1,0 +1,182 @@
+"""The engine's own side of every check and measurement: its collectives and barrier.
+
+:class:`NativeEngine` joins the group from the launcher's environment (gloo or NCCL from
+torchrun-style variables, or MPI's COMM_WORLD) and runs the engine's own collective on a copy
+of a rank's input -- what ringtree's result must equal; :func:`make_input` builds inputs whose
+exact result does not depend on the order of summation. A failure of the engine's own
+collective (a peer died) is a one-line :class:`EngineError`, never a raw engine message.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from ringtree.collectives import Collective, ReduceOp, block_bounds
+
+
+class EngineError(RuntimeError):
+    """The engine's own collective or barrier failed (usually: a peer died)."""
+
+
+class NativeEngine:
+    """The engine's own collectives and barrier, on torch tensors (gloo: CPU; nccl: the
+    rank's GPU, LOCAL_RANK modulo the GPUs it sees) or numpy arrays (MPI); joins the group
+    from the launcher's environment."""
+
+    def __init__(self, backend: str, timeout_s: float) -> None:
+        self.backend = backend
+        self.device: Any = None
+        if backend in ("gloo", "nccl"):
+            import torch
+            import torch.distributed as dist
+
+            self.torch, self.dist = torch, dist
+            kw: dict[str, Any] = {"timeout": timedelta(seconds=max(timeout_s, 10))}
+            if backend == "nccl":
+                local = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+                self.device = torch.device("cuda", local % torch.cuda.device_count())
+                torch.cuda.set_device(self.device)
+                kw["device_id"] = self.device
+            dist.init_process_group(backend, **kw)
+            self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        else:
+            from mpi4py import MPI
+
+            self.MPI, self.comm = MPI, MPI.COMM_WORLD
+            self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+
+    def array(self, values: Any) -> Any:
+        """``values`` (numpy, or a CPU tensor for bfloat16) as the engine's own kind."""
+        if self.backend == "mpi":
+            return values
+        t = self.torch.from_numpy(values) if isinstance(values, np.ndarray) else values
+        return t if self.device is None else t.to(self.device)
+
+    def numpy(self, x: Any) -> np.ndarray:
+        if self.backend == "mpi":
+            return x
+        x = x.cpu() if self.device is not None else x
+        return x.float().numpy() if str(x.dtype) == "torch.bfloat16" else x.numpy()
+
+    def sync(self) -> None:
+        """Wait for the GPU (NCCL's calls return once queued); nothing on CPU engines."""
+        if self.device is not None:
+            self.torch.cuda.synchronize(self.device)
+
+    def barrier(self) -> None:
+        """The engine's own barrier (EngineError when a peer is gone)."""
+        try:
+            if self.backend == "mpi":
+                self.comm.Barrier()
+            else:
+                self.dist.barrier()
+            self.sync()
+        except RuntimeError as e:
+            raise self._failed("barrier", e) from None
+
+    def _failed(self, what: str, e: Exception) -> EngineError:
+        first = (str(e).strip().splitlines() or [""])[0]
+        if first.startswith("[") and "] " in first:  # gloo's source location
+            first = first.split("] ", 1)[1]
+        return EngineError(
+            f"rank {self.rank}: the {self.backend} engine's own {what} failed, a peer is gone "
+            f"({first})"
+        )
+
+    def close(self) -> None:
+        """Leave the group cleanly (after a success only: a broken group may hang here)."""
+        if self.backend == "mpi":
+            self.MPI.Finalize()
+        else:
+            self.dist.destroy_process_group()
+
+    def native(self, col: Collective, x: Any, op: ReduceOp, root: int, count: int) -> Any:
+        """The engine's own collective on a copy of ``x``: what the rank should hold
+        (EngineError when a peer is gone)."""
+        try:
+            return self._native(col, x, op, root, count)
+        except RuntimeError as e:
+            raise self._failed(col.value, e) from None
+
+    def _native(self, col: Collective, x: Any, op: ReduceOp, root: int, count: int) -> Any:
+        n, r = self.size, self.rank
+        b = block_bounds(count, n)
+        combine = op.combine
+        if self.backend != "mpi":
+            dist, t = self.dist, x.clone()
+            dop = getattr(dist.ReduceOp, {"product": "PRODUCT"}.get(combine.value, combine.name))
+            if col is Collective.ALL_REDUCE:
+                dist.all_reduce(t, op=dop)
+            elif col is Collective.BROADCAST:
+                dist.broadcast(t, src=root)
+            elif col is Collective.REDUCE:
+                dist.reduce(t, dst=root, op=dop)
+            elif col is Collective.REDUCE_SCATTER:
+                dist.all_reduce(t, op=dop)  # torch's own reduce-scatter needs equal blocks
+                t = t[b[r] : b[r + 1]].clone()
+            else:
+                width = max(b[i + 1] - b[i] for i in range(n))
+                padded = self.torch.zeros(width, dtype=x.dtype, device=x.device)
+                padded[: b[r + 1] - b[r]] = x
+                out = self.torch.empty(width * n, dtype=x.dtype, device=x.device)
+                dist.all_gather_into_tensor(out, padded)
+                t = self.torch.cat([out[i * width : i * width + b[i + 1] - b[i]] for i in range(n)])
+            res = self.numpy(t)
+        else:
+            MPI, comm = self.MPI, self.comm
+            mop = {"sum": MPI.SUM, "product": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}[
+                combine.value
+            ]
+            if col is Collective.ALL_REDUCE:
+                res = np.empty_like(x)
+                comm.Allreduce(x, res, op=mop)
+            elif col is Collective.BROADCAST:
+                res = x.copy()
+                comm.Bcast(res, root=root)
+            elif col is Collective.REDUCE:
+                res = np.empty_like(x)
+                comm.Reduce(x, res, op=mop, root=root)
+            elif col is Collective.REDUCE_SCATTER:
+                res = np.empty(b[r + 1] - b[r], dtype=x.dtype)
+                counts = [b[i + 1] - b[i] for i in range(n)]
+                comm.Reduce_scatter(x, res, recvcounts=counts, op=mop)
+            else:
+                res = np.empty(count, dtype=x.dtype)
+                counts = [b[i + 1] - b[i] for i in range(n)]
+                comm.Allgatherv(x, [res, counts])
+        if op is ReduceOp.AVG and (col is not Collective.REDUCE or r == root):
+            res = op.finish(res.copy(), n)
+        return res
+
+
+def make_input(
+    col: Collective, count: int, dtype: str, op: ReduceOp, rank: int, n: int
+) -> np.ndarray:
+    """Rank ``rank``'s input: small integers (exact sums in any order), 1s and 2s for PRODUCT."""
+    b = block_bounds(count, n)
+    lo, hi = (b[rank], b[rank + 1]) if col is Collective.ALL_GATHER else (0, count)
+    i = np.arange(lo, hi, dtype=np.int64)
+    vals = 1 + (i + rank) % 2 if op is ReduceOp.PRODUCT else (i * 7 + rank * 3) % 11 - 5
+    if dtype == "bfloat16":
+        import torch
+
+        return torch.tensor(vals, dtype=torch.bfloat16)  # type: ignore[return-value]
+    return vals.astype(dtype)
+
+
+def copy_buffer(x: Any) -> Any:
+    """A copy made without torch's thread pool: after a parallel region its idle threads
+    spin for milliseconds, stealing the cores the next timed collective needs."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if x.device.type != "cpu":
+        return x.clone()
+    import torch
+
+    if x.dtype == torch.bfloat16:  # numpy has no bfloat16: copy the bits
+        return torch.from_numpy(x.view(torch.int16).numpy().copy()).view(torch.bfloat16)
+    return torch.from_numpy(x.numpy().copy())

@@ -1,0 +1,142 @@
+"""The caller's buffers as the engine works on them: 1-D views of the same memory, never copies.
+
+Two kinds of buffer reach the engine, numpy arrays and torch tensors, and both satisfy
+:class:`Buffer`. A CPU tensor of a dtype numpy has (float32/64, ints, bool, complex) enters
+as a numpy view of its memory: per call, a few numpy operations replace some twenty torch
+calls (slices, ``.numpy()``, ``.device``), each of which costs microseconds when torch's code
+has left the CPU caches -- as it has in a training step, between collectives. The transports
+take numpy views (gloo wraps them with ``torch.from_numpy``). Other tensors (CUDA, float16,
+bfloat16) stay tensors, detached from autograd (same memory: a parameter that requires grad
+can be written, as torch's collectives write it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ringtree.collectives import block_bounds
+from ringtree.errors import RingtreeError
+from ringtree.runtime.kernels import NUMPY_VIEWABLE, dtype_name
+
+
+class Buffer(Protocol):
+    """What the engine reads of a buffer (numpy arrays and torch tensors both have it)."""
+
+    dtype: Any
+    nbytes: int
+
+    def __getitem__(self, key: slice) -> Any: ...
+
+
+def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
+    """A 1-D view of ``buf`` for a transport of ``kind`` (module doc); RingtreeError naming
+    ``what`` when it cannot be one (not contiguous, read-only, not a buffer, host memory on
+    NCCL)."""
+    if isinstance(buf, np.ndarray):
+        if not buf.flags.c_contiguous:
+            raise RingtreeError(f"{what} must be contiguous: got strides {buf.strides}")
+        if writable and not buf.flags.writeable:
+            raise RingtreeError(f"{what} is read-only: pass a writable array")
+        if kind == "nccl":
+            raise RingtreeError(
+                f"{what} is a numpy array: NCCL carries CUDA tensors (torch.from_numpy(a)"
+                ".cuda()), or use a gloo group for host memory"
+            )
+        return buf if buf.ndim == 1 else buf.reshape(-1)
+    if not hasattr(buf, "is_contiguous"):
+        raise RingtreeError(
+            f"{what} must be a torch tensor or a numpy array, got {type(buf).__name__}"
+        )
+    if not buf.is_contiguous():
+        raise RingtreeError(f"{what} must be contiguous: call .contiguous() first")
+    if kind == "nccl" and buf.device.type != "cuda":
+        raise RingtreeError(
+            f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
+            "or use a gloo group for CPU tensors)"
+        )
+    view = buf.detach()
+    if view.is_cpu and dtype_name(view) in NUMPY_VIEWABLE:
+        arr = view.numpy()
+        return arr if arr.ndim == 1 else arr.reshape(-1)
+    return view if view.dim() == 1 else view.view(-1)
+
+
+def numel(x: Any) -> int:
+    """Number of elements."""
+    return int(x.size) if isinstance(x, np.ndarray) else int(x.numel())
+
+
+def itemsize(x: Any) -> int:
+    """Bytes per element."""
+    return int(x.itemsize) if isinstance(x, np.ndarray) else int(x.element_size())
+
+
+def device(x: Any) -> Any:
+    """The tensor's device, None for a numpy array."""
+    return getattr(x, "device", None)
+
+
+def span(a: Any) -> tuple[int, int]:
+    """The byte addresses ``[start, end)`` of ``a``'s memory."""
+    start = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data_ptr()
+    return start, start + int(a.nbytes)
+
+
+def same_memory(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` start at the same address."""
+    return span(a)[0] == span(b)[0]
+
+
+def concat(parts: Sequence[Any], n: int, what: str, fill: bool = True) -> Any:
+    """One flat buffer for a list of N per-rank blocks (their contents copied if ``fill``);
+    RingtreeError unless there are N blocks of the np.array_split sizes of their total."""
+    if len(parts) != n:
+        raise RingtreeError(
+            f"{what} is a list of {len(parts)} tensors: expected one per rank ({n})"
+        )
+    sizes = [numel(p) for p in parts]
+    b = block_bounds(sum(sizes), n)
+    want = [b[r + 1] - b[r] for r in range(n)]
+    if sizes != want:
+        raise RingtreeError(f"{what} blocks have {sizes} elements: expected {want}")
+    if isinstance(parts[0], np.ndarray):
+        if fill:
+            return np.concatenate([np.asarray(p).reshape(-1) for p in parts])
+        return np.empty(sum(sizes), dtype=parts[0].dtype)
+    import torch
+
+    if fill:
+        return torch.cat([p.reshape(-1) for p in parts])
+    return parts[0].new_empty(sum(sizes))
+
+
+def split_into(whole: Any, parts: Sequence[Any]) -> None:
+    """Copy consecutive slices of ``whole`` into ``parts`` (each keeps its shape)."""
+    start = 0
+    for p in parts:
+        k = numel(p)
+        src = whole[start : start + k].reshape(p.shape)
+        if isinstance(p, np.ndarray):
+            np.copyto(p, src)
+        else:
+            p.copy_(src)
+        start += k
+
+
+def on_caller_stream(x: Any, fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn``, run on the caller's current CUDA stream when ``x`` is a CUDA tensor (an async
+    call runs on another thread, whose current device and stream are not the caller's)."""
+    if isinstance(x, np.ndarray) or x.device.type != "cuda":
+        return fn
+    import torch
+
+    stream = torch.cuda.current_stream(x.device)
+
+    def run() -> None:
+        with torch.cuda.stream(stream):
+            fn()
+
+    return run

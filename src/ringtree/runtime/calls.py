@@ -1,0 +1,247 @@
+"""One call of a collective, from the caller's buffers to the executor, and the one cache.
+
+A call's *shape* (collective, element counts, dtypes, buffer kind, op, root, algorithm and
+tuning options) decides everything but the data: the algorithm ``auto`` picks, the schedule,
+this rank's compiled program and its tape. So the first call of a shape on a group validates
+the call, resolves the algorithm, compiles the program, logs the decision (RINGTREE_DEBUG=INFO)
+and keeps the result as a :class:`CallPlan` in the group; later calls of the shape find it
+(~10 us from the call to its first message). With mismatch detection at its default, that
+first call is also the one that exchanges the call's fingerprint (:mod:`fingerprint`): every
+rank decides it when the call is made, in call order, so they agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ringtree.algorithms import build
+from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.errors import RingtreeError
+from ringtree.events import CallRecord
+from ringtree.runtime import auto, buffers, fingerprint, log
+from ringtree.runtime.errors import PeerError
+from ringtree.runtime.executor import Context, execute
+from ringtree.runtime.groups import Group
+from ringtree.runtime.kernels import check_dtype, dtype_name, kernels_for
+from ringtree.runtime.options import AUTO, Options
+from ringtree.runtime.program import Program, compile_program
+from ringtree.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """What every call of one shape on one group runs (see the module doc)."""
+
+    collective: Collective
+    algorithm: str
+    n_chunks: int | None
+    count: int
+    itemsize: int
+    op: ReduceOp | None
+    root: int
+    schedule: Schedule
+    program: Program
+    signature: fingerprint.CallSignature
+    label: str
+
+
+def resolve(
+    col: Collective, algorithm: str, n: int, count: int, itemsize: int, root: int = 0,
+    n_chunks: int | None = None, kind: str = "gloo", algo_env: str | None = None,
+) -> tuple[str, int | None]:  # fmt: skip
+    """``(algorithm, n_chunks)`` a call runs: "auto" resolved for a ``kind`` transport by
+    :mod:`ringtree.runtime.auto` (every rank gets the same answer for the same call).
+    ``algo_env``: the RINGTREE_ALGO value to honour (None: the environment's)."""
+    if algorithm != AUTO:
+        return algorithm, n_chunks
+    name, chunks = auto.choose(col, n, count * itemsize, itemsize, root, algo_env, kind)
+    return name, n_chunks or chunks
+
+
+@lru_cache(maxsize=256)
+def schedule(
+    col: Collective, algorithm: str, n: int, root: int, n_chunks: int | None, rpn: int | None
+) -> Schedule:
+    """The Schedule a call runs (shared by every group of the same size)."""
+    return build(col, algorithm, n, root=root, n_chunks=n_chunks, ranks_per_node=rpn)
+
+
+def parse_op(op: Any) -> ReduceOp:
+    """A ReduceOp from ringtree's, a name, or torch.distributed's ``ReduceOp.SUM``..."""
+    if isinstance(op, ReduceOp | str):
+        return ReduceOp.parse(op)
+    name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
+    return ReduceOp.parse(name)
+
+
+def call(
+    group: Group,
+    col: Collective,
+    inbuf: Any,
+    outbuf: Any,
+    op: Any,
+    root: int,
+    opts: Options,
+    async_op: bool,
+    after: Callable[[], None] | None = None,
+) -> Future | None:
+    """Run ``col`` on ``group`` (``outbuf`` None: in place; ``root``: a group rank);
+    ``after()`` runs once the collective is done. Returns the future of an async call."""
+    timeout_s = opts.timeout_s or group.settings.timeout_s
+    mode = opts.check or group.settings.check
+    try:
+        x = buffers.flat(inbuf, "input", group.kind, writable=outbuf is None)
+        y = x if outbuf is None else buffers.flat(outbuf, "output", group.kind, writable=True)
+        key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y),
+               buffers.numel(x), buffers.numel(y), y is x, op, root, opts.algorithm,
+               opts.n_chunks, opts.ranks_per_node, opts.slice_bytes)  # fmt: skip
+        try:
+            plan = group.plans.get(key)
+        except TypeError:  # an unhashable op object: plan every time
+            key, plan = None, None
+        new = plan is None
+        if plan is None:
+            plan = make_plan(group, col, x, y, op, root, opts)
+            if key is not None:
+                group.remember(key, plan)
+    except RingtreeError:
+        if mode != "off":  # let the other ranks fail now rather than time out
+            _reject(group, col, op, root, opts, timeout_s)
+        raise
+    exchange = mode == "always" or (mode == "first" and new)
+    if col is Collective.ALL_GATHER:
+        b = block_bounds(plan.count, group.size)
+        mine = y[b[group.rank] : b[group.rank + 1]]
+        if not buffers.same_memory(mine, x):
+            kernels_for(y).copy(mine, x)
+        x = y
+    recorder = opts.recorder
+
+    def run() -> None:
+        if exchange:
+            try:
+                fingerprint.exchange(group.transport, plan.signature, timeout_s)
+            except Exception:
+                group.plans.pop(key, None)  # every rank raises: all forget the shape
+                raise
+        marks: list[float] | None = None
+        if recorder is not None:
+            marks, start, before = [], recorder.clock(), group.transport.counters()
+        ctx = Context(
+            plan.label,
+            timeout_s,
+            marks,
+            recorder if recorder is not None and recorder.messages else None,
+        )
+        execute(plan.program, group.transport, kernels_for(x), plan.op or ReduceOp.SUM, x, y,
+                group.size, ctx)  # fmt: skip
+        if recorder is not None:
+            sent, received, messages = (
+                a - b for a, b in zip(group.transport.counters(), before, strict=True)
+            )
+            recorder.calls.append(CallRecord(
+                group.rank, group.size, col.value, plan.algorithm, plan.n_chunks, plan.count,
+                plan.itemsize, sent, received, messages, start, recorder.clock(), tuple(marks),
+            ))  # fmt: skip
+        if after is not None:
+            after()
+
+    return group.submit(buffers.on_caller_stream(x, run), async_op)
+
+
+def make_plan(
+    group: Group, col: Collective, x: Any, y: Any, op: Any, root: int, opts: Options
+) -> CallPlan:
+    """Validate the call, resolve the algorithm, compile the rank's program, log it."""
+    rop = parse_op(op) if col.reduces else None
+    count = validate(col, x, y, rop, root, group.size, group.rank)
+    size = buffers.itemsize(x)
+    name, chunks = resolve(col, opts.algorithm, group.size, count, size, root, opts.n_chunks,
+                           group.kind, group.settings.algo)  # fmt: skip
+    rpn = opts.ranks_per_node
+    if rpn is None and name == "hierarchical":
+        rpn = group.ranks_per_node
+    s = schedule(col, name, group.size, root, chunks, rpn)
+    slice_bytes = opts.slice_bytes or group.settings.slice_bytes
+    prog = compile_program(s, group.rank, count, size, in_place=y is x or col is
+                           Collective.ALL_GATHER, slice_bytes=slice_bytes,
+                           in_place_min_bytes=group.transport.in_place_from())  # fmt: skip
+    sig = fingerprint.CallSignature(
+        col, count, dtype_name(x), rop, name, root if col.has_root else None, chunks, slice_bytes
+    )
+    plan = CallPlan(col, name, chunks, count, size, rop, root, s, prog, sig,
+                    f"{col.value} ({name})")  # fmt: skip
+    if log.info_enabled():
+        log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
+    return plan
+
+
+def describe(group: Group, plan: CallPlan, opts: Options, slice_bytes: int) -> str:
+    """The decision log's line for a new call shape (see :mod:`ringtree.runtime.log`)."""
+    nbytes = plan.count * plan.itemsize
+    dtype = plan.signature.dtype
+    head = (f"{plan.collective.value} of {plan.count} {dtype} ({nbytes} B) on {group.size} "
+            f"ranks ({group.name}, {group.kind}): algorithm {plan.algorithm}")  # fmt: skip
+    if opts.algorithm == AUTO:
+        why = auto.explain(plan.collective, group.size, nbytes, plan.itemsize, plan.root,
+                           group.settings.algo, group.kind)  # fmt: skip
+    else:
+        why = "asked for by the caller"
+    biggest = max((p[2] - p[1] for o in plan.program.sends if (p := o.post)), default=0)
+    biggest *= plan.itemsize
+    return (f"{head} ({why}); {plan.schedule.n_steps} steps, chunks {plan.n_chunks or 'default'}"
+            f", largest message {biggest} B (slices of up to {slice_bytes} B)")  # fmt: skip
+
+
+def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
+            timeout_s: float) -> None:  # fmt: skip
+    """Send a "rejected" fingerprint so that the peers raise MismatchError naming this rank
+    (their own MismatchError names it too; this rank's own error is the one it raises)."""
+    try:
+        rop = parse_op(op) if col.reduces else None
+    except RingtreeError:
+        rop = None
+    bad = fingerprint.CallSignature(col, 0, "", rop, opts.algorithm, root, opts.n_chunks, 0,
+                                    False)  # fmt: skip
+    with contextlib.suppress(fingerprint.MismatchError, PeerError):
+        fingerprint.exchange(group.transport, bad, timeout_s)
+
+
+def validate(
+    col: Collective, x: Any, y: Any, op: ReduceOp | None, root: int, n: int, rank: int
+) -> int:
+    """Check the call's buffers; return the element count of the full layout."""
+    check_dtype(dtype_name(x), op)
+    if y is not x and dtype_name(y) != dtype_name(x):
+        raise RingtreeError(
+            f"output dtype {dtype_name(y)} differs from input dtype {dtype_name(x)}: "
+            "they must match"
+        )
+    if y is not x and buffers.device(x) != buffers.device(y):
+        raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
+    if y is not x and col is Collective.REDUCE_SCATTER:
+        (a0, a1), (b0, b1) = buffers.span(x), buffers.span(y)
+        if a0 < b1 and b0 < a1:
+            raise RingtreeError("reduce-scatter output overlaps its input: pass separate buffers")
+    if col.has_root and not 0 <= root < n:
+        raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
+    if col is Collective.REDUCE_SCATTER:
+        count, mine, what = buffers.numel(x), buffers.numel(y), "reduce-scatter output"
+    elif col is Collective.ALL_GATHER:
+        count, mine, what = buffers.numel(y), buffers.numel(x), "all-gather input"
+    else:
+        return buffers.numel(x)
+    b = block_bounds(count, n)
+    want = b[rank + 1] - b[rank]
+    if mine != want:
+        whole = "input" if col is Collective.REDUCE_SCATTER else "output"
+        raise RingtreeError(
+            f"{what} has {mine} elements; rank {rank}'s block of the {count}-element {whole} "
+            f"over {n} ranks has {want} (np.array_split blocks)"
+        )
+    return count

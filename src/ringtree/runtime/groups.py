@@ -1,0 +1,289 @@
+"""ringtree's state for one process group, made once per group on each of its members.
+
+A :class:`Group` holds what every call on the group shares: the transport (with its control
+channel), the settings read from the environment when the group was first used, the map
+from group ranks to global ranks, the one cache of call plans, and the runner that keeps the
+group's calls in the order they were made. :func:`group_for` finds or makes it for what the
+caller passed as ``group``: a torch ProcessGroup, an mpi4py communicator, a ringtree
+Transport, or None (torch's default group, else MPI's COMM_WORLD under an MPI launcher). It
+returns None on a rank that is not a member (torch's ``GroupMember.NON_GROUP_MEMBER``, MPI's
+``COMM_NULL``): the call then returns at once, as torch's collectives do.
+
+Global ranks are torch's (or, under MPI, COMM_WORLD's); a Transport passed directly is its own
+world. Nothing here depends on what other groups exist, and a rank that is not a member never
+takes part in making a group.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ringtree import config
+from ringtree.errors import RingtreeError
+from ringtree.runtime.transport import Transport
+
+#: torch's marker for "this rank is not in the group" (``GroupMember.NON_GROUP_MEMBER``).
+_TORCH_NON_MEMBER = -100
+#: The most call plans a group keeps (a program that varies its sizes endlessly clears it).
+MAX_PLANS = 4096
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``RINGTREE_*`` variables the engine reads (see :mod:`ringtree.config`), once per
+    group, when ringtree first uses the group."""
+
+    timeout_s: float
+    check: str
+    slice_bytes: int
+    algo: str
+    duplex: bool
+
+    @classmethod
+    def from_environment(cls) -> Settings:
+        """The settings the environment asks for now; RingtreeError names a bad variable."""
+        return cls(
+            timeout_s=config.read("RINGTREE_TIMEOUT"),
+            check=config.read("RINGTREE_CHECK"),
+            slice_bytes=config.read("RINGTREE_SLICE_BYTES"),
+            algo=config.read("RINGTREE_ALGO"),
+            duplex=config.read("RINGTREE_DUPLEX"),
+        )
+
+
+class Group:
+    """One group as this rank sees it (see the module doc)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        settings: Settings,
+        global_ranks: tuple[int, ...],
+        name: str,
+        ranks_per_node: int | None = None,
+    ) -> None:
+        self.transport = transport
+        self.settings = settings
+        self.global_ranks = global_ranks
+        self.name = name
+        self.ranks_per_node = ranks_per_node
+        self.rank, self.size, self.kind = transport.rank, transport.size, transport.kind
+        self.plans: dict[tuple, Any] = {}
+        self._index = {g: r for r, g in enumerate(global_ranks)}
+        self._runner: ThreadPoolExecutor | None = None
+        self._pending: list[Future] = []
+
+    @property
+    def global_rank(self) -> int:
+        """This rank's global rank."""
+        return self.global_ranks[self.rank]
+
+    def group_rank(self, global_rank: int, what: str) -> int:
+        """The group rank of ``global_rank``; RingtreeError when it is not a member."""
+        r = self._index.get(global_rank)
+        if r is None:
+            raise RingtreeError(
+                f"{what}={global_rank} is not a rank of this group: its global ranks are "
+                f"{_ranks_text(self.global_ranks)} (use group_{what}= for a rank within the group)"
+            )
+        return r
+
+    def root(self, global_root: int | None, group_root: int | None, what: str) -> int:
+        """The group rank of a root given as a global rank (``src``/``dst``) or as a group
+        rank (``group_src``/``group_dst``), exactly one of them, as torch.distributed takes
+        them; RingtreeError otherwise."""
+        if global_root is not None and group_root is not None:
+            raise RingtreeError(f"give {what}= or group_{what}=, not both")
+        if global_root is None and group_root is None:
+            raise RingtreeError(f"give the root: {what}= (a global rank) or group_{what}=")
+        if group_root is not None:
+            if not isinstance(group_root, int) or not 0 <= group_root < self.size:
+                raise RingtreeError(
+                    f"group_{what}={group_root!r} is not a rank of this group (0..{self.size - 1})"
+                )
+            return group_root
+        if not isinstance(global_root, int):
+            raise RingtreeError(f"{what} must be a rank (an int), got {global_root!r}")
+        return self.group_rank(global_root, what)
+
+    def submit(self, fn: Any, async_op: bool) -> Future | None:
+        """Run ``fn`` after the group's earlier calls: now on this thread when nothing is
+        pending and the call is synchronous, else on the group's runner thread. Returns the
+        future of an asynchronous call; a synchronous one re-raises its error."""
+        pending = self._pending
+        pending[:] = [f for f in pending if not f.done()]
+        if not async_op and not pending:
+            fn()
+            return None
+        if self._runner is None:
+            self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ringtree")
+        fut = self._runner.submit(fn)
+        pending.append(fut)
+        if async_op:
+            return fut
+        fut.result()
+        return None
+
+    def remember(self, key: tuple, plan: Any) -> None:
+        """Keep ``plan`` for calls of shape ``key`` (the cache is cleared when full)."""
+        if len(self.plans) >= MAX_PLANS:
+            self.plans.clear()
+        self.plans[key] = plan
+
+
+def _ranks_text(ranks: tuple[int, ...]) -> str:
+    if len(ranks) > 1 and list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}..{ranks[-1]}"
+    return ", ".join(map(str, ranks))
+
+
+# Groups by handle: a Transport passed as ``group`` owns its Group (they go away together);
+# process groups and communicators, which live as long as the program, are kept here by
+# identity (mpi4py communicators are unhashable).
+_by_id: dict[int, tuple[Any, Group]] = {}
+_lock = threading.Lock()
+
+
+def _known(handle: Any) -> Group | None:
+    if isinstance(handle, Transport):
+        return handle.engine_group
+    hit = _by_id.get(id(handle))
+    return hit[1] if hit is not None and hit[0] is handle else None
+
+
+def _keep(handle: Any, group: Group) -> None:
+    if isinstance(handle, Transport):
+        handle.engine_group = group
+    else:
+        _by_id[id(handle)] = (handle, group)
+
+
+def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
+    """The Group of ``handle`` (see the module doc), made on first use; None when this rank
+    is not a member. Making it waits for the other members (the first call's ``timeout_s``,
+    default RINGTREE_TIMEOUT): PeerError names any that do not come."""
+    if handle is None:
+        handle = _default_handle()
+    group = _known(handle)
+    if group is not None:
+        return group
+    if _not_member(handle):
+        return None
+    with _lock:
+        group = _known(handle)
+        if group is None:
+            settings = Settings.from_environment()
+            wait_s = settings.timeout_s if timeout_s is None else timeout_s
+            group = _make(handle, settings, wait_s)
+            _keep(handle, group)
+        return group
+
+
+def forget_groups() -> None:
+    """Drop the Groups of process groups and communicators (tests: a fresh start, as in a
+    new process; a Transport's Group goes with the Transport)."""
+    with _lock:
+        _by_id.clear()
+
+
+def not_a_member_warning(what: str) -> None:
+    """torch's behaviour for a call on a group this rank is not in: a warning, no work."""
+    warnings.warn(
+        f"ringtree: {what} on a group this rank does not belong to: nothing to do",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def _not_member(handle: Any) -> bool:
+    if isinstance(handle, int) and handle == _TORCH_NON_MEMBER:
+        return True
+    if _is_mpi_comm(handle):
+        from mpi4py import MPI
+
+        return handle == MPI.COMM_NULL
+    return False
+
+
+def _default_handle() -> Any:
+    dist = sys.modules.get("torch.distributed")  # not imported: cannot be initialized
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.group.WORLD
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None and _mpi_launched():
+        from mpi4py import MPI as mpi
+    if mpi is not None:
+        return mpi.COMM_WORLD
+    raise RingtreeError(
+        "no process group: call torch.distributed.init_process_group (torchrun sets up the "
+        "environment), run under mpirun, or pass group="
+    )
+
+
+def _mpi_launched() -> bool:
+    return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
+
+
+def _is_mpi_comm(handle: Any) -> bool:
+    return type(handle).__module__.startswith("mpi4py")
+
+
+def _make(handle: Any, settings: Settings, timeout_s: float) -> Group:
+    if isinstance(handle, Transport):
+        ranks = tuple(getattr(handle, "global_ranks", range(handle.size)))
+        return Group(handle, settings, ranks, f"transport {handle.kind}")
+    if _is_mpi_comm(handle):
+        from mpi4py import MPI
+
+        from ringtree.runtime.mpi import MpiTransport
+
+        world = MPI.COMM_WORLD.Get_group()
+        ranks = tuple(handle.Get_group().Translate_ranks(list(range(handle.Get_size())), world))
+        local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS")
+        name = "COMM_WORLD" if handle == MPI.COMM_WORLD else f"communicator of {len(ranks)}"
+        return Group(MpiTransport.open(handle), settings, ranks, name,
+                     nodes_of(ranks, _int(local)))  # fmt: skip
+    import torch.distributed as dist
+
+    from ringtree.runtime.torch_dist import open_torch
+
+    transport = open_torch(handle, timeout_s, duplex=settings.duplex)
+    ranks = tuple(dist.get_process_group_ranks(handle))
+    local = _int(os.environ.get("LOCAL_WORLD_SIZE"))
+    name = "world" if handle is dist.group.WORLD else f"group {handle.group_name}"
+    return Group(transport, settings, ranks, name, nodes_of(ranks, local))
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def nodes_of(global_ranks: tuple[int, ...], local_size: int | None) -> int | None:
+    """Ranks per node of a group whose members sit on nodes of ``local_size`` consecutive
+    global ranks (torchrun's and Open MPI's default layout): the number of members on each
+    node when every node holds the same number of consecutive members, else None."""
+    if not local_size or local_size < 1:
+        return None
+    runs: list[int] = []
+    seen: set[int] = set()
+    last = None
+    for g in global_ranks:
+        node = g // local_size
+        if node == last:
+            runs[-1] += 1
+        elif node in seen:
+            return None  # a node's members are not consecutive in the group
+        else:
+            runs.append(1)
+            seen.add(node)
+            last = node
+    return runs[0] if len(set(runs)) == 1 else None
