@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from ringtree.cost.select import AUTO, ENV_VAR
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import (
+    MAX_SIZE_BYTES,
     dtype_bytes,
     format_bandwidth,
     format_bytes,
@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument(
         "--chunks",
-        type=A.positive_int,
+        type=A.chunks,
         default=None,
         help="pipeline chunks for chain/tree algorithms (default: the best power of two)",
     )
@@ -140,9 +140,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "for the dollar figures",
     )
     p.add_argument("--json", action="store_true", help='print {"rows": [...]} as JSON')
-    # Let "--size -5GB" reach the size parser (which names the bad value) instead of argparse
-    # reading "-5GB" as an unknown option; no option of this command starts with a digit.
-    p._negative_number_matcher = re.compile(r"^-[0-9.]")
     p.set_defaults(func=run)
 
 
@@ -150,6 +147,11 @@ def question(args: argparse.Namespace) -> Question:
     """The library's Question from the parsed arguments (RingtreeError on inconsistent ones)."""
     itemsize = dtype_bytes(args.dtype)
     size_bytes = args.size if args.params is None else args.params * itemsize
+    if size_bytes > MAX_SIZE_BYTES:
+        raise RingtreeError(
+            f"--params {args.params:,} x {itemsize} B ({args.dtype}) = {size_bytes:,} B is too "
+            f"large: at most 2**60 = {MAX_SIZE_BYTES:,} B, so that byte counts stay exact"
+        )
     if size_bytes % itemsize:
         raise RingtreeError(f"size {size_bytes} B is not a whole number of {args.dtype} elements")
     price = None

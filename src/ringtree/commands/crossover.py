@@ -12,7 +12,6 @@ from ringtree.commands import args as A
 from ringtree.cost.crossover import CrossoverMap, crossover_map
 from ringtree.cost.models import DEFAULT_MODEL, MODELS, parse_model
 from ringtree.cost.select import short_time
-from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.units import dtype_bytes, format_bytes
 
@@ -72,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--plot",
         metavar="FILE",
         default=None,
+        type=A.output_file(*PLOT_SUFFIXES),
         help="also draw time against size, log-log, crossovers marked (FILE.png or FILE.svg)",
     )
     p.set_defaults(func=run)
@@ -79,8 +79,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the crossovers; print a table or JSON; draw the plot when asked."""
-    if args.plot is not None and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
-        raise RingtreeError(f"plot file {args.plot!r} must end in .png or .svg")
     result = crossover_map(
         args.collective,
         args.ranks,

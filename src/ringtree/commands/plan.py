@@ -47,17 +47,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("model")
     m.add_argument("--model", help=f"a preset: {', '.join(PRESETS)} (Llama-2 shapes)")
     m.add_argument("--params", type=A.params, help="parameter count (7e9, 7B, 500k); overrides")
-    m.add_argument("--layers", type=A.positive_int, help="transformer layers (overrides)")
-    m.add_argument("--hidden", type=A.positive_int, help="hidden size (overrides)")
-    m.add_argument("--seq-len", type=A.positive_int, help="sequence length (overrides)")
+    m.add_argument("--layers", type=A.count, help="transformer layers (overrides)")
+    m.add_argument("--hidden", type=A.count, help="hidden size (overrides)")
+    m.add_argument("--seq-len", type=A.count, help="sequence length (overrides)")
     m.add_argument("--dtype", default="fp16", help="params/grads/activations dtype (fp16)")
     c = p.add_argument_group("cluster (flags override --cluster FILE.toml)")
     c.add_argument("--cluster", metavar="FILE", help="a TOML file with a [cluster] table")
-    c.add_argument("--gpus", type=A.positive_int, help="number of GPUs")
-    c.add_argument("--nodes", type=A.positive_int, help="number of nodes (or --gpus)")
+    c.add_argument("--gpus", type=A.count, help="number of GPUs")
+    c.add_argument("--nodes", type=A.count, help="number of nodes (or --gpus)")
     c.add_argument(
         "--gpus-per-node",
-        type=A.positive_int,
+        type=A.count,
         help="GPUs per node (default: 8, or --gpus if fewer)",
     )
     c.add_argument("--intra", help=f"link inside a node (default {DEFAULT_INTRA}; or custom:...)")
@@ -88,12 +88,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--tflops", type=A.positive_number, help="peak dense TFLOP/s of one GPU")
     t.add_argument("--mfu", type=A.positive_number, help="fraction of --tflops reached, e.g. 0.4")
-    t.add_argument(
-        "--micro-batch", type=A.positive_int, default=1, help="sequences per micro-batch (1)"
-    )
+    t.add_argument("--micro-batch", type=A.count, default=1, help="sequences per micro-batch (1)")
     t.add_argument(
         "--global-batch",
-        type=A.positive_int,
+        type=A.count,
         help="sequences per step, whole cluster (default: one micro-batch per GPU)",
     )
     t.add_argument(
@@ -133,14 +131,18 @@ def _cluster(args: argparse.Namespace) -> Cluster:
         raise RingtreeError(f"price_gpu_hour must be a number of dollars, got {price!r}")
     if price is not None and price < 0:
         raise RingtreeError(f"price per GPU-hour must be >= 0, got {price}")
+    if price is not None and not price <= A.MAX_NUMBER:  # also inf and nan
+        raise RingtreeError(f"price per GPU-hour must be at most {A.MAX_NUMBER:g}, got {price}")
     memory = values.get("gpu_memory", DEFAULT_GPU_MEMORY_BYTES)
+    if isinstance(memory, bool) or not isinstance(memory, int | str):
+        raise RingtreeError(f'gpu_memory must be a size like "80GB" or bytes, got {memory!r}')
     return Cluster(
         nodes,
         gpn,
         parse_link(str(values.get("intra", DEFAULT_INTRA))),
         parse_link(str(values.get("inter", DEFAULT_INTER))),
         price,
-        parse_size(memory) if isinstance(memory, str) else memory,
+        parse_size(memory),
     )
 
 

@@ -22,6 +22,10 @@ from ringtree.cost.model import Link
 from ringtree.errors import RingtreeError
 
 DEFAULT_GPU_MEMORY_BYTES = 80 * 10**9  # H100 SXM / A100 80GB
+#: The most GPUs a plan takes: 2**17 = 131,072, beyond the largest clusters built so far
+#: (~100k GPUs). The group layout is worked out GPU by GPU, and --compare of every strategy
+#: on this many takes 10-15 s on one core.
+MAX_GPUS = 2**17
 CLUSTER_KEYS = ("gpus", "nodes", "gpus_per_node", "intra", "inter", "price_gpu_hour", "gpu_memory")
 
 
@@ -60,7 +64,7 @@ def read_cluster_toml(path: str | Path) -> dict[str, Any]:
             data = tomllib.load(f)
     except OSError as e:
         raise RingtreeError(f"cannot read cluster file {str(path)!r}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise RingtreeError(f"malformed cluster file {str(path)!r}: {e}") from None
     table = data.get("cluster", data)
     if not isinstance(table, dict):
@@ -84,15 +88,24 @@ def shape_gpus(gpus: int | None, nodes: int | None, gpus_per_node: int | None) -
         if gpus is not None and nodes is not None:
             if gpus % nodes:
                 raise RingtreeError(f"{gpus} GPUs do not split evenly over {nodes} nodes")
-            return nodes, gpus // nodes
+            return _at_most_max_gpus(nodes, gpus // nodes)
         gpus_per_node = min(gpus, 8) if gpus is not None else 8
     if gpus is None and nodes is None:
         raise RingtreeError("give the cluster size: --gpus N or --nodes N")
     if gpus is None:
         assert nodes is not None
-        return nodes, gpus_per_node
+        return _at_most_max_gpus(nodes, gpus_per_node)
     if gpus % gpus_per_node:
         raise RingtreeError(f"{gpus} GPUs are not a whole number of nodes of {gpus_per_node}")
     if nodes is not None and nodes * gpus_per_node != gpus:
         raise RingtreeError(f"{nodes} nodes x {gpus_per_node} GPUs is not {gpus} GPUs")
-    return gpus // gpus_per_node, gpus_per_node
+    return _at_most_max_gpus(gpus // gpus_per_node, gpus_per_node)
+
+
+def _at_most_max_gpus(nodes: int, gpus_per_node: int) -> tuple[int, int]:
+    if nodes * gpus_per_node > MAX_GPUS:
+        raise RingtreeError(
+            f"{nodes:,} nodes x {gpus_per_node:,} GPUs = {nodes * gpus_per_node:,} GPUs: plans "
+            f"take up to {MAX_GPUS:,} GPUs (the layout is worked out GPU by GPU)"
+        )
+    return nodes, gpus_per_node
