@@ -137,6 +137,7 @@ def _tree_positions(
 
 
 def geometry(s: Schedule, layout: str) -> Geometry:
+    """Where each rank's box sits in a panel of ``s`` drawn with ``layout``, and the sizes."""
     cell_w = max(5.0, min(16.0, 120.0 / s.n_chunks))
     box_w = max(64.0, s.n_chunks * (cell_w + 2) + 14)
     box_h = 50.0
