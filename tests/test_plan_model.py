@@ -3,7 +3,8 @@
 import pytest
 
 from ringtree.errors import RingtreeError
-from ringtree.plan.model import PRESETS, Model, get_model, llama_params
+from ringtree.plan.model import Model, llama_params
+from ringtree.plan.presets import PRESETS, get_model
 
 
 @pytest.mark.parametrize(

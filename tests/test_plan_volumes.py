@@ -9,7 +9,8 @@ import pytest
 
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
-from ringtree.plan.model import PRESETS, Model
+from ringtree.plan.model import Model
+from ringtree.plan.presets import PRESETS
 from ringtree.plan.strategy import Layout
 from ringtree.plan.volumes import Batch, model_state_bytes, step_collectives
 
@@ -78,7 +79,9 @@ def test_tensor_parallel_four_all_reduces_per_layer():
 
 def test_sequence_parallel_same_bytes_twice_the_calls():
     ops = step_collectives(PRESETS["7b"], Layout("ddp", 1, 8, 1, sp=True), Batch(2, 1, 1))
-    kinds = {o.collective: o.calls for o in ops}
+    kinds: dict = {}
+    for o in ops:  # forward and backward are separate ops (the backward's overlap differs)
+        kinds[o.collective] = kinds.get(o.collective, 0) + o.calls
     assert kinds == {Collective.REDUCE_SCATTER: 4 * L, Collective.ALL_GATHER: 4 * L}
     assert {o.bytes_per_call for o in ops} == {S * H * 2}
 

@@ -18,7 +18,7 @@ from ringtree.plan.volumes import model_state_bytes
 from ringtree.units import format_bytes, format_percent, format_time
 
 if TYPE_CHECKING:
-    from ringtree.plan.planner import Plan, TimedOp
+    from ringtree.plan.record import Plan, TimedOp
 
 COMPUTE_BOUND_BELOW = 0.10
 COMM_BOUND_ABOVE = 1.0
