@@ -17,9 +17,10 @@ twice the forward's bytes in memory-bound kernels, and FlashAttention's backward
 forward's work (Dao 2023: five matrix products instead of two). ``e_gemm`` is the one
 constant fitted per GPU generation on published training runs (bench/plan_vs_published.py);
 ``--calibrate-step`` fits it to a measured step instead. The rest are fixed: HBM efficiency
-0.8 (STREAM-like kernels reach 80-90 % of the datasheet), FlashAttention's forward at 0.7 x
-e_gemm of peak on Hopper and 0.85 x on Ampere (Dao 2023, Shah et al. 2024: FA2 reaches
-~70 % of A100's peak, ~35-50 % of H100's where GEMMs reach ~75 %), 3 us per kernel.
+0.8 (STREAM-like kernels reach 80-90 % of the datasheet), FlashAttention at 0.6 of peak on
+Ampere (Dao 2023, FlashAttention-2: "50-73 % of the theoretical maximum FLOPs/s on A100") and
+0.35 on Hopper (Shah et al. 2024, FlashAttention-3: FlashAttention-2 "achieves only 35 %
+utilization on H100"), 3 us per kernel.
 
 Attention ``flash`` (FlashAttention, fused, causal: half the scores computed) or ``unfused``
 (Megatron-LM before 2022: batched GEMMs for the scores and their product with the values,
@@ -46,12 +47,12 @@ TILE_M, TILE_N = 128, 256
 @dataclass(frozen=True)
 class Efficiency:
     """What one GPU achieves (module doc). gemm: fraction of the dense peak a large GEMM
-    reaches; memory: fraction of HBM bandwidth; flash: FlashAttention's fraction of what a
-    GEMM reaches; kernel_s: fixed time per kernel; source: where ``gemm`` comes from."""
+    reaches; memory: fraction of HBM bandwidth; flash: FlashAttention's fraction of the peak;
+    kernel_s: fixed time per kernel; source: where ``gemm`` comes from."""
 
     gemm: float
     memory: float = 0.8
-    flash: float = 0.7
+    flash: float = 0.35
     kernel_s: float = 3e-6
     source: str = ""
 
@@ -61,8 +62,8 @@ class Efficiency:
 #: README's 70B); the others are checks. Volta, Ada and Blackwell are not calibrated: they
 #: take Hopper's figure, and say so.
 GENERATION: dict[str, Efficiency] = {
-    "ampere": Efficiency(0.73, flash=0.85, source="fitted on Korthikanti et al. 2022, 22B"),
-    "hopper": Efficiency(0.66, source="fitted on the Megatron-LM README H100 table, 70B"),
+    "ampere": Efficiency(0.7221, flash=0.6, source="fitted on Korthikanti et al. 2022, 175B"),
+    "hopper": Efficiency(0.5827, flash=0.35, source="fitted on the Megatron-LM README, 70B"),
 }
 UNCALIBRATED = "not calibrated for {arch}: Hopper's efficiency assumed"
 
@@ -114,7 +115,7 @@ class Device:
 
     def flash_s(self, flops: float) -> float:
         """A fused attention kernel doing ``flops``."""
-        rate = self.peak_flops * self.eff.gemm * self.eff.flash
+        rate = self.peak_flops * self.eff.flash
         return flops / rate + self.eff.kernel_s
 
 
@@ -215,10 +216,11 @@ def logits_time(m: Model, tokens: int, tp: int, dev: Device) -> tuple[float, flo
     return gemm + loss, 2 * gemm + loss
 
 
-#: Bytes Adam moves per parameter of a GPU's optimizer shard (Megatron-LM mixed precision):
-#: fp32 gradient read (4), fp32 main weight and both moments read and written (24), bf16
-#: weight written (2), the gradient read again for its norm (4).
-ADAM_BYTES_PER_PARAM = 34
+#: Bytes the optimizer step moves per parameter of a GPU's shard (Megatron-LM mixed precision):
+#: the fp32 main gradient read for its norm (4) and by Adam (4), the fp32 main weight and both
+#: moments read and written (24), the 16-bit weight written (2), the main gradient zeroed for
+#: the next step (4).
+ADAM_BYTES_PER_PARAM = 38
 
 
 def optimizer_time(params: float, dev: Device) -> float:

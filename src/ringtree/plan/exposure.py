@@ -20,6 +20,7 @@ from functools import lru_cache
 from ringtree.plan.cluster import Cluster
 from ringtree.plan.compute import Device, optimizer_time
 from ringtree.plan.groups import GroupShape, group_shape
+from ringtree.plan.memory import MEGATRON
 from ringtree.plan.model import Model
 from ringtree.plan.nccl_timing import NcclTimer
 from ringtree.plan.overlap import exposed_s
@@ -140,16 +141,18 @@ class Core:
 
 
 @lru_cache(maxsize=65536)
-def _per_micro_batch(
+def per_micro_batch(
     model: Model, layout: Layout, training: Training, timer: Timer | NcclTimer, gpn: int,
     m: int, mb: MicroBatch,
 ) -> tuple[list[Priced], list[float], float]:  # fmt: skip
     """What each micro-batch communicates, priced; what it waits for (per round); their sum.
     Shared by the data-parallel flavours of a layout (cached)."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                  training.recompute == "full")  # fmt: skip
+                  training.recompute == "full", training.framework == MEGATRON)  # fmt: skip
     priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, timer, training.itemsize)
-    per_layer = {WGRAD: mb.wgrad, ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd}
+    per_layer = {ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd}
+    if training.tp_overlap:
+        per_layer[WGRAD] = mb.wgrad
     exposed = []
     for item in priced:
         op = item[0]
@@ -170,19 +173,77 @@ def modelled_step(
                      training.attention, dev)  # fmt: skip
     gpn = cluster.gpus_per_node
     key = replace(layout, flavor="ddp")
-    per, per_exposed, waits = _per_micro_batch(model, key, training, timer, gpn, m, mb)
+    per, per_exposed, waits = per_micro_batch(model, key, training, timer, gpn, m, mb)
+    dp = data_parallel_priced(model, layout, training, timer, gpn, m)
+    dp, exposed = data_parallel_exposed(dp, mb, training.dp_overlap)
+    bubble = (layout.pp - 1) / layout.v * (mb.forward + mb.backward + waits)
+    opt = optimizer_s(model, layout, dev)
+    return Core(dp + per, exposed + per_exposed, m * (mb.forward + mb.backward), bubble, opt,
+                mb)  # fmt: skip
+
+
+def data_parallel_priced(
+    model: Model, layout: Layout, training: Training, timer: Timer | NcclTimer, gpn: int,
+    m: int,
+) -> list[Priced]:  # fmt: skip
+    """The data-parallel collectives of the step, priced."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes)
-    dp = price_ops(data_parallel_ops(model, layout, batch), layout, gpn, timer, training.itemsize)
+    return price_ops(data_parallel_ops(model, layout, batch), layout, gpn, timer,
+                     training.itemsize)  # fmt: skip
+
+
+def data_parallel_exposed(
+    dp: list[Priced], mb: MicroBatch, overlap: str
+) -> tuple[list[Priced], list[float]]:
+    """What compute leaves exposed of the DP collectives (per round), with the ops as
+    overlapped (ZeRO-1/2's parameter gathers behind the next forward under ``full``)."""
     exposed = [_round_s(x) for x in dp]
-    overlap = training.dp_overlap
     if overlap != "none" and dp:
-        if overlap == "full":  # ZeRO-1/2's parameter gathers hide behind the next forward
+        if overlap == "full":
             dp = [(replace(x[0], window=FORWARD), *x[1:]) if x[0].window is None else x
                   for x in dp]  # fmt: skip
         eligible = [i for i, x in enumerate(dp) if x[0].window is not None]
         _streams(dp, {FORWARD: mb.forward, BACKWARD: mb.backward}, eligible, exposed)
-    bubble = (layout.pp - 1) / layout.v * (mb.forward + mb.backward + waits)
-    params = shard_params(model, layout) / (1 if layout.flavor == "ddp" else layout.dp)
-    opt = optimizer_time(params, dev)
-    return Core(dp + per, exposed + per_exposed, m * (mb.forward + mb.backward), bubble, opt,
-                mb)  # fmt: skip
+    return dp, exposed
+
+
+def optimizer_s(model: Model, layout: Layout, dev: Device) -> float:
+    """The optimizer step over the GPU's shard (the whole of its parameters under DDP)."""
+    params = shard_params(model, layout) / (1 if layout.flavor == "ddp" else layout.dp * layout.cp)
+    return optimizer_time(params, dev)
+
+
+#: A priced set of DP collectives reduced to what their exposure depends on: the seconds on
+#: the critical path, and each stream's (window, calls, call s, last call s, rounds).
+DpSummary = tuple[float, tuple[tuple[str, int, float, float, int], ...]]
+
+
+def data_parallel_summary(dp: list[Priced], overlap: str) -> DpSummary:
+    """:func:`data_parallel_exposed` reduced for a search: the same sums, in closed form."""
+    if overlap == "none":
+        return sum(_round_s(x) * x[0].rounds for x in dp), ()
+    critical = 0.0
+    streams: dict[tuple[str, int], list[Priced]] = {}
+    for x in dp:
+        window = x[0].window or (FORWARD if overlap == "full" else None)
+        if window is None:
+            critical += _round_s(x) * x[0].rounds
+        else:
+            streams.setdefault((window, x[0].rounds), []).append(x)
+    out = []
+    for (window, rounds), members in streams.items():
+        if not sum(_round_s(x) for x in members):
+            continue
+        n = max(x[0].calls_per_round for x in members)
+        out.append((window, n, sum(x[2].time_s for x in members),
+                    sum(x[3].time_s for x in members), rounds))  # fmt: skip
+    return critical, tuple(out)
+
+
+def data_parallel_exposed_s(summary: DpSummary, mb: MicroBatch) -> float:
+    """Exposed DP seconds per step from :func:`data_parallel_summary`."""
+    critical, streams = summary
+    windows = {FORWARD: mb.forward, BACKWARD: mb.backward}
+    return critical + sum(
+        exposed_s(call, last, n, windows[w]) * rounds for w, n, call, last, rounds in streams
+    )

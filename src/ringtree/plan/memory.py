@@ -2,8 +2,8 @@
 training step holds at its peak.
 
 Model states (Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Megatron-LM's mixed precision): 16-bit
-weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 2 with
-``main_grads_fp32=False``, as DeepSpeed's ZeRO keeps them), Adam's fp32 master weights,
+weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 6 under
+DeepSpeed, which keeps the 16-bit gradients too), Adam's fp32 master weights,
 momentum and variance (12 bytes; 8 in fp32 training). ZeRO-1 (Megatron's distributed
 optimizer) divides the optimizer states by the data-parallel size (times cp: Megatron shards
 over the data- and context-parallel ranks together), ZeRO-2 also the gradients, ZeRO-3 also
@@ -30,7 +30,12 @@ tokens; the scores 5 a s/h (2 a s/h without dropout).
 
 In flight (Korthikanti et al. 2022, eq. 5 and Sec. 4.2.3): 1F1B keeps min(p - i, m)
 micro-batches on stage i, so the first stage holds p x L/p = L layers' activations; the
-interleaved schedule with v stages per GPU multiplies that by 1 + (p-1)/(p v). Full
+interleaved schedule with v stages per GPU multiplies that by 1 + (p-1)/(p v); DeepSpeed's
+pipeline also keeps each in-flight micro-batch's stage output (2 s b h; Megatron-LM frees it,
+Korthikanti et al. 2022, App. B). The backward holds one layer's activation gradients on top
+(and, under full recomputation, that layer's recomputed activations). When p does not
+divide L, the first and last stages take the fewer layers (as Llama 3 did); the busiest stage's
+weights and compute are those of ceil(L/p) layers. Full
 recomputation adds one layer's whole activations (the one being recomputed).
 
 Also held: the last stage's logits (fp32 and 16-bit, V/t per token) and a fixed
@@ -46,6 +51,12 @@ from ringtree.plan.compute import FLASH
 from ringtree.plan.flops import FULL, NONE, SELECTIVE
 from ringtree.plan.model import Model, attention_params, expert_params, mlp_params
 from ringtree.plan.strategy import Layout
+
+#: Frameworks whose memory differs: Megatron-LM accumulates gradients in fp32 main gradients
+#: and frees a stage's output once sent (Korthikanti et al. 2022, App. B); DeepSpeed keeps
+#: 16-bit gradients beside their fp32 accumulation (its BF16 optimizer) and keeps the outputs.
+MEGATRON, DEEPSPEED = "megatron", "deepspeed"
+FRAMEWORKS = (MEGATRON, DEEPSPEED)
 
 #: CUDA context (~0.5 GB), cuBLAS workspaces, NCCL's buffers, allocator fragmentation: an
 #: allowance, not a measurement of any one framework.
@@ -108,6 +119,13 @@ def activation_bytes_per_layer(
     return sbh * per
 
 
+def first_stage_layers(layers: int, pp: int) -> int:
+    """Layers on the first (and last) stage: L / pp, or one fewer than the others when pp does
+    not divide L (Llama 3's layout: "the first and the last stages have one fewer layer";
+    Megatron-LM's --decoder-first-pipeline-num-layers)."""
+    return layers // pp if pp > 1 else layers
+
+
 def in_flight(layout: Layout, micro_batches: int) -> float:
     """Micro-batches' worth of a stage's activations the first pipeline stage holds."""
     p, v = layout.pp, layout.v
@@ -138,14 +156,27 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
 
 def memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
-    attention: str = FLASH, itemsize: int = 2, main_grads_fp32: bool = True,
+    attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
 ) -> Memory:  # fmt: skip
     """Memory of the busiest GPU of ``layout`` (module doc)."""
+    weights, grads, opt, other = state_memory(m, layout, itemsize, framework)
+    acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
+                             framework)  # fmt: skip
+    return Memory(weights, grads, opt, acts, other)
+
+
+def state_memory(
+    m: Model, layout: Layout, itemsize: int = 2, framework: str = MEGATRON
+) -> tuple[int, int, int, int]:
+    """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
+    depend on the micro-batch (the module doc's model states, and the fixed allowance)."""
     dense, experts, layers = stage_params(m, layout)
     shard = layout.dp * layout.cp
     expert_shard = max(1, layout.dp // layout.ep) * layout.cp
     mixed = itemsize < 4
-    grad_bytes = 4 if (main_grads_fp32 or not mixed) else itemsize
+    grad_bytes = 4
+    if framework == DEEPSPEED and mixed:
+        grad_bytes = 4 + itemsize  # 16-bit gradients and their fp32 accumulation
     opt_bytes = 12 if mixed else 8
     z = layout.flavor
     w_div = shard if z == "zero3" else 1
@@ -160,20 +191,33 @@ def memory(
     other = float(OVERHEAD_BYTES)
     if z == "zero3":  # two layers gathered at once
         other += 2 * itemsize * (dense + experts) / max(layers, 1)
-    acts = 0.0
-    if m.complete:
-        assert m.layers
-        t, sp, cp = layout.tp, layout.sp, layout.cp
-        moe_share = m.moe_layers / m.layers
-        one = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp)
-        if m.moe:
-            one_moe = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp, True)
-            one = (1 - moe_share) * one + moe_share * one_moe
-        first = layers * one * in_flight(layout, micro_batches)
-        assert m.seq_len and m.vocab
-        logits = (4 + itemsize) * b * m.seq_len / cp * m.vocab / t
-        last = (layers * one if layout.pp > 1 else 0.0) + logits
-        acts = max(first, last) if layout.pp > 1 else first + logits
-        if recompute == FULL:  # the layer being recomputed holds everything
-            acts += activation_bytes_per_layer(m, b, t, sp, NONE, attention, cp, m.moe)
-    return Memory(int(weights), int(grads), int(opt), int(acts), int(other))
+    return int(weights), int(grads), int(opt), int(other)
+
+
+def activation_memory(
+    m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
+    attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
+) -> int:  # fmt: skip
+    """Activation bytes of the busiest GPU at its peak (module doc): the flavour of data
+    parallelism plays no part."""
+    if not m.complete:
+        return 0
+    assert m.layers and m.seq_len and m.vocab and m.hidden
+    t, sp, cp = layout.tp, layout.sp, layout.cp
+    moe_share = m.moe_layers / m.layers
+    one = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp)
+    if m.moe:
+        one_moe = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp, True)
+        one = (1 - moe_share) * one + moe_share * one_moe
+    held = in_flight(layout, micro_batches)
+    first = first_stage_layers(m.layers, layout.pp) * one * held
+    logits = (4 + itemsize) * b * m.seq_len / cp * m.vocab / t
+    last = (first_stage_layers(m.layers, layout.pp) * one if layout.pp > 1 else 0.0) + logits
+    acts = max(first, last) if layout.pp > 1 else first + logits
+    # the backward's working set: the gradients of one layer's activations (and, under full
+    # recomputation, that layer's recomputed activations too)
+    whole = activation_bytes_per_layer(m, b, t, sp, NONE, attention, cp, m.moe)
+    acts += 2 * whole if recompute == FULL else whole
+    if framework == DEEPSPEED and layout.pp > 1:  # stage outputs kept until sent back
+        acts += 2 * b * m.seq_len / cp * m.hidden * held
+    return int(acts)

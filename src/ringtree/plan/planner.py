@@ -27,7 +27,7 @@ from ringtree.errors import RingtreeError
 from ringtree.plan.cluster import Cluster
 from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
 from ringtree.plan.flops import hardware_flops, model_flops
-from ringtree.plan.memory import Memory, memory
+from ringtree.plan.memory import MEGATRON, Memory, memory
 from ringtree.plan.model import Model
 from ringtree.plan.nccl_timing import NcclTimer
 from ringtree.plan.pipeline import check_schedule
@@ -110,7 +110,7 @@ def plan(
     mem: Memory | None = None
     if cluster.hardware is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
-                     training.attention, training.itemsize, training.main_grads_fp32)  # fmt: skip
+                     training.attention, training.itemsize, training.framework)  # fmt: skip
         need = mem.total
     else:
         need = model_state_bytes(model, layout, training.itemsize)
@@ -124,7 +124,7 @@ def plan(
             dev.peak_flops)  # fmt: skip
     else:
         batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                      training.recompute == "full")  # fmt: skip
+                      training.recompute == "full", training.framework == MEGATRON)  # fmt: skip
         priced = price_ops(step_collectives(model, layout, batch), layout,
                         cluster.gpus_per_node, timer, training.itemsize)  # fmt: skip
         mb, opt = None, 0.0
@@ -141,11 +141,13 @@ def plan(
     if not with_verdict:
         return p
 
-    def other_flavor(flavor: str) -> Plan:
-        alt = replace(layout, flavor=flavor)
-        return plan(model, cluster, alt, training, timer, with_verdict=False)
+    def alternative(alt: Layout, changed: Training) -> Plan | None:
+        try:
+            return plan(model, cluster, alt, changed, timer, with_verdict=False)
+        except RingtreeError:
+            return None
 
-    return replace(p, verdict=verdict(p, other_flavor))
+    return replace(p, verdict=verdict(p, alternative))
 
 
 @lru_cache(maxsize=1024)

@@ -10,7 +10,7 @@ from ringtree.plan.cluster import Cluster
 from ringtree.plan.compute import FLASH, Efficiency
 from ringtree.plan.flops import NONE
 from ringtree.plan.groups import GroupShape
-from ringtree.plan.memory import Memory
+from ringtree.plan.memory import MEGATRON, Memory
 from ringtree.plan.model import Model
 from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout
@@ -40,8 +40,13 @@ class Training:
     gathers after the optimizer step do not), ``full`` (those hide behind the next forward,
     Megatron's --overlap-param-gather) or ``none`` (every DP collective after the backward).
     efficiency: the compute model's constants (None: the GPU generation's).
-    main_grads_fp32: gradients accumulated in fp32 (Megatron-LM) rather than in 16 bits.
     nccl_env: NCCL_ALGO, NCCL_PROTO, ... for the NCCL model.
+    framework: ``megatron`` or ``deepspeed``: what the gradients' and the pipeline's memory
+    is (:mod:`ringtree.plan.memory`) and whether pipeline sends split over the TP ranks
+    (Megatron-LM's scatter/gather; DeepSpeed's engine sends whole activations from each).
+    tp_overlap: the backward's TP collectives overlap the weight-gradient GEMMs (Megatron-LM's
+    asynchronous all-reduce of the input gradient, since late 2021); False: on the critical
+    path like the forward's.
     """
 
     itemsize: int = 2
@@ -56,8 +61,9 @@ class Training:
     attention: str = FLASH
     dp_overlap: str = "backward"
     efficiency: Efficiency | None = None
-    main_grads_fp32: bool = True
     nccl_env: tuple[tuple[str, str], ...] = ()
+    framework: str = MEGATRON
+    tp_overlap: bool = True
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ What is tried (Megatron-LM's rules, where a framework has one):
 - cp: powers of two while each GPU keeps at least ``MIN_CP_TOKENS`` of the sequence (and the
   sequence splits into 2 cp chunks, for load-balanced causal attention);
 - pp: every count up to the layers that divides the GPUs left (stages may be uneven); v > 1
-  when the layers split evenly into pp x v chunks and m is a multiple of pp;
+  (up to ``MAX_V``, pp x v at most the layers) when m is a multiple of pp (Megatron-LM; not
+  under DeepSpeed's pipeline engine, which has neither interleaving nor sp nor cp, and runs
+  ZeRO-1 at most beside a pipeline);
 - dp: what is left; ep: the powers of two that divide dp and the experts;
 - the ZeRO stage (``ddp``, ``zero1``, ``zero2``, ``zero3``), micro-batches of 1, 2, 4, ... that
   divide the batch per replica, recomputation none, selective and full; a micro-batch or a
@@ -24,17 +26,25 @@ without a price) per token and also tries fewer nodes of the cluster (halving do
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from ringtree.errors import RingtreeError
 from ringtree.plan.cluster import Cluster
-from ringtree.plan.exposure import modelled_step
+from ringtree.plan.exposure import (
+    data_parallel_exposed_s,
+    data_parallel_priced,
+    data_parallel_summary,
+    device,
+    optimizer_s,
+    per_micro_batch,
+)
 from ringtree.plan.flops import RECOMPUTE
-from ringtree.plan.memory import memory
+from ringtree.plan.memory import MEGATRON, activation_memory, state_memory
 from ringtree.plan.model import Model
-from ringtree.plan.planner import default_global_batch, modelled, plan, timer_for
+from ringtree.plan.planner import modelled, plan, timer_for
 from ringtree.plan.record import Plan, Training
+from ringtree.plan.step import MicroBatch, micro_batch
 from ringtree.plan.strategy import FLAVORS, Layout
 from ringtree.units import format_bytes, format_percent
 
@@ -78,17 +88,34 @@ def _powers(limit: int) -> list[int]:
     return [2**k for k in range(limit.bit_length()) if 2**k <= limit]
 
 
-def candidates(model: Model, cluster: Cluster, training: Training, nodes: int,
-               fixed_b: int | None, fixed_rc: str | None) -> Iterator[Candidate]:  # fmt: skip
-    """Every configuration on ``nodes`` nodes of ``cluster`` (module doc)."""
+@dataclass(frozen=True)
+class _Group:
+    """Configurations that differ only in their data-parallel flavour and recomputation."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+    b: int
+    m: int
+    v: int
+    sp: bool
+    flavors: tuple[str, ...]
+
+
+def _groups(model: Model, cluster: Cluster, training: Training, nodes: int,
+            fixed_b: int | None) -> Iterator[_Group]:  # fmt: skip
+    """The space of the module doc on ``nodes`` nodes, flavours and recomputation apart."""
     assert model.layers and model.seq_len and model.heads
     gpus = nodes * cluster.gpus_per_node
     layers = model.layers
     tps = [t for t in _powers(cluster.gpus_per_node)
            if model.heads % t == 0 and model.kv % t == 0]  # fmt: skip
+    megatron = training.framework == MEGATRON  # DeepSpeed's pipeline: no interleaving, no sp
     cps = [c for c in _powers(model.seq_len // MIN_CP_TOKENS or 1)
-           if model.seq_len % (2 * c) == 0 or c == 1]  # fmt: skip
-    recs = [fixed_rc] if fixed_rc else list(RECOMPUTE)
+           if (model.seq_len % (2 * c) == 0 and megatron) or c == 1]  # fmt: skip
+    flavors = FLAVORS if megatron else ("ddp", "zero1")  # nor ZeRO-2/3 with a pipeline
     batch = training.global_batch
     for tp in tps:
         for cp in cps:
@@ -102,27 +129,101 @@ def candidates(model: Model, cluster: Cluster, training: Training, nodes: int,
                 if odd:
                     continue
                 bs = [fixed_b] if fixed_b else _powers(min(per_replica, MAX_MICRO_BATCH))
-                vs = [1] + [v for v in range(2, MAX_V + 1) if pp > 1 and layers % (pp * v) == 0]
+                vs = [1] + [
+                    v for v in range(2, MAX_V + 1) if pp > 1 and pp * v <= layers and megatron
+                ]
                 eps = [e for e in _powers(dp) if model.experts % e == 0] if model.moe else [1]
-                for b in bs:
-                    if per_replica % b:
-                        continue
-                    m = per_replica // b
-                    for v in vs:
-                        if v > 1 and m % pp:
+                fl = flavors if pp > 1 else FLAVORS
+                for ep in eps:
+                    for b in bs:
+                        if per_replica % b:
                             continue
-                        for ep in eps:
-                            for sp in (False, True) if tp > 1 else (False,):
-                                for flavor in FLAVORS:
-                                    lay = Layout(flavor, dp, tp, pp, sp, cp, ep, v)
-                                    for rc in recs:
-                                        yield Candidate(lay, b, rc, nodes)
+                        m = per_replica // b
+                        for v in vs:
+                            if v > 1 and m % pp:
+                                continue
+                            for sp in (False, True) if tp > 1 and megatron else (False,):
+                                yield _Group(tp, cp, pp, dp, ep, b, m, v, sp, fl)
+
+
+def candidates(model: Model, cluster: Cluster, training: Training, nodes: int,
+               fixed_b: int | None, fixed_rc: str | None) -> Iterator[Candidate]:  # fmt: skip
+    """Every configuration on ``nodes`` nodes of ``cluster`` (module doc)."""
+    recs = [fixed_rc] if fixed_rc else list(RECOMPUTE)
+    for g in _groups(model, cluster, training, nodes, fixed_b):
+        for rc in recs:
+            for flavor in g.flavors:
+                lay = Layout(flavor, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
+                yield Candidate(lay, g.b, rc, nodes)
 
 
 def _objective(step: float, gpus: int, tokens: float, price: float | None, what: str) -> float:
     if what == "time":
         return step
     return step * gpus * (price or 1.0) / tokens
+
+
+class _Scorer:
+    """Times configurations from cached parts: model states per layout and flavour,
+    activations per micro-batch shape, the micro-batch's compute and communication per
+    layout, the DP collectives' exposure per layout, flavour and micro-batch count. The step
+    is :class:`ringtree.plan.exposure.Core`'s, assembled the same way (a test checks)."""
+
+    def __init__(self, model: Model, cluster: Cluster, training: Training) -> None:
+        self.model, self.cluster, self.training = model, cluster, training
+        self.timer = timer_for(cluster, training)
+        self.dev = device(cluster, training)
+        self.cache: dict[tuple, object] = {}
+        self.variants: dict[tuple[int, str], Training] = {}
+
+    def variant(self, b: int, rc: str) -> Training:
+        """The training settings with micro-batch ``b`` and recomputation ``rc``."""
+        tr = self.variants.get((b, rc))
+        if tr is None:
+            tr = self.variants[(b, rc)] = replace(self.training, micro_batch=b, recompute=rc)
+        return tr
+
+    def _get(self, key: tuple, make: Callable[[], object]) -> object:
+        got = self.cache.get(key)
+        if got is None:
+            got = self.cache[key] = make()
+        return got
+
+    def steps(self, g: _Group, rc: str, cluster: Cluster) -> list[tuple[str, float]]:
+        """(flavour, step seconds) of the flavours of ``g`` that fit, with ``rc``."""
+        model, tr, get = self.model, self.variant(g.b, rc), self._get
+        lay0 = Layout("ddp", g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
+        acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activation_memory(
+            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework))  # fmt: skip
+        limit = cluster.gpu_memory_bytes - acts  # type: ignore[operator]
+        base = (g.tp, g.cp, g.pp, g.dp, g.ep)
+        fitting = []
+        for f in g.flavors:
+            lay = Layout(f, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
+            states = get(("s", f, *base), lambda lay=lay: sum(
+                state_memory(model, lay, tr.itemsize, tr.framework)))  # fmt: skip
+            if states <= limit:  # type: ignore[operator]
+                fitting.append(lay)
+        if not fitting:
+            return []
+        gpn = cluster.gpus_per_node
+        mb: MicroBatch = get(("m", g.tp, g.cp, g.sp, g.ep, g.pp, g.b, rc), lambda: micro_batch(
+            model, lay0, g.b, rc, tr.attention, self.dev))  # type: ignore[assignment]  # fmt: skip
+        waits = get(("w", *base, g.v, g.sp, g.b, rc), lambda: per_micro_batch(
+            model, lay0, tr, self.timer, gpn, g.m, mb)[2])  # fmt: skip
+        pipe = (g.m + (g.pp - 1) / g.v) * (mb.forward + mb.backward + waits)  # type: ignore[operator]
+        out = []
+        for lay in fitting:
+            summary = get(
+                ("d", lay.flavor, *base, g.m),
+                lambda lay=lay: data_parallel_summary(
+                    data_parallel_priced(model, lay, tr, self.timer, gpn, g.m), tr.dp_overlap
+                ),
+            )
+            opt = get(("o", lay.flavor, *base), lambda lay=lay: optimizer_s(model, lay, self.dev))
+            shown = data_parallel_exposed_s(summary, mb)  # type: ignore[arg-type]
+            out.append((lay.flavor, pipe + shown + opt))  # type: ignore[operator]
+        return out
 
 
 def search(
@@ -138,44 +239,36 @@ def search(
             "and the model's whole shape, without --compute/--tflops"
         )
     model.require_complete("--search")
+    assert model.seq_len
     node_counts = [cluster.nodes]
     if objective == "cost":
         node_counts += [n for n in (cluster.nodes // 2**k for k in range(1, 20)) if n >= 1]
         node_counts = sorted(set(node_counts), reverse=True)
-    timer = timer_for(cluster, training)
     fixed_b = training.micro_batch if fixed_micro_batch else None
-    fixed_rc = training.recompute if fixed_recompute else None
-    variants: dict[tuple[int, str], Training] = {}
+    recs = [training.recompute] if fixed_recompute else list(RECOMPUTE)
+    scorer = _Scorer(model, cluster, training)
     considered = 0
     scored: list[tuple[float, Candidate]] = []
-    limit_bytes = cluster.gpu_memory_bytes
-    assert model.seq_len
     for nodes in node_counts:
         sub = replace(cluster, nodes=nodes)
-        for cand in candidates(model, sub, training, nodes, fixed_b, fixed_rc):
-            considered += 1
-            lay = cand.layout
-            tr = variants.get((cand.micro_batch, cand.recompute))
-            if tr is None:
-                tr = replace(training, micro_batch=cand.micro_batch, recompute=cand.recompute)
-                variants[(cand.micro_batch, cand.recompute)] = tr
-            glob = default_global_batch(sub, lay, tr)
-            m = glob // (lay.dp * cand.micro_batch)
-            mem = memory(model, lay, cand.micro_batch, m, cand.recompute, tr.attention,
-                         tr.itemsize, tr.main_grads_fp32)  # fmt: skip
-            if mem.total > limit_bytes:
-                continue
-            step = modelled_step(model, sub, lay, tr, timer, m).step_s
+        for g in _groups(model, sub, training, nodes, fixed_b):
+            glob = g.m * g.b * g.dp
             tokens = glob * model.seq_len
-            key = _objective(step, sub.gpus, tokens, cluster.price_gpu_hour, objective)
-            scored.append((key, cand))
+            for rc in recs:
+                considered += len(g.flavors)
+                for flavor, step in scorer.steps(g, rc, sub):
+                    key = _objective(step, sub.gpus, tokens, cluster.price_gpu_hour, objective)
+                    lay = Layout(flavor, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
+                    scored.append((key, Candidate(lay, g.b, rc, nodes)))
     scored.sort(key=lambda x: x[0])
     plans = []
     for _, cand in scored[:top]:
-        tr = variants[(cand.micro_batch, cand.recompute)]
+        tr = scorer.variant(cand.micro_batch, cand.recompute)
+        if training.global_batch is None:
+            tr = replace(tr, global_batch=cand.layout.dp * cand.micro_batch)
         sub = replace(cluster, nodes=cand.nodes)
-        plans.append(plan(model, sub, cand.layout, tr, timer if cand.nodes == cluster.nodes
-                          else None))  # fmt: skip
+        timer = scorer.timer if cand.nodes == cluster.nodes else None
+        plans.append(plan(model, sub, cand.layout, tr, timer))
     return SearchResult(considered, len(scored), plans, limits(plans[0]) if plans else "",
                         objective)  # fmt: skip
 

@@ -27,7 +27,9 @@ the same bytes, twice the calls.
 Pipeline parallel (over the pp group; Narayanan et al. 2021, Sec. 2.2 and 4.1): per micro-batch
 and stage boundary, one point-to-point send of the activations forward and one of their
 gradients backward, b*s*h/tp elements each (the scatter/gather optimisation: each TP rank sends
-its 1/tp); the 1F1B schedule idles a fraction (p-1)/(m+p-1) of the step (the bubble).
+its 1/tp; b*s*h without it, as DeepSpeed's pipeline engine sends), v times each with v
+interleaved stages per GPU; the 1F1B schedule idles a fraction (p-1)/(m+p-1) of the step (the
+bubble, :mod:`ringtree.plan.pipeline`).
 
 Full activation recomputation (Korthikanti et al. 2022, Sec. 5) repeats each layer's forward in
 the backward pass, with its 2 TP collectives (and its all-to-alls and CP transfers).
@@ -86,6 +88,8 @@ class Batch:
     bucket_bytes: gradient bucket size for DDP and ZeRO-1/2 (0: one collective for all;
         None: the framework's default, :func:`default_bucket_bytes`).
     full_recompute: the backward repeats the forward's TP collectives and all-to-alls.
+    scatter_gather: pipeline sends carry 1/tp of the activations each (Megatron-LM); False:
+        each TP rank sends all of them (DeepSpeed's pipeline engine).
     """
 
     itemsize: int
@@ -93,6 +97,7 @@ class Batch:
     micro_batches: int = 1
     bucket_bytes: int | None = None
     full_recompute: bool = False
+    scatter_gather: bool = True
 
 
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP bucket_cap_mb=25, which it multiplies by 1024 * 1024
@@ -222,7 +227,8 @@ def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
     if layout.ep > 1 and model.moe:
         ops += _expert_parallel(model, layout, batch, layers)
     if layout.pp > 1:
-        boundary = math.ceil(act / layout.tp / p) * p
+        split = layout.tp if batch.scatter_gather else 1
+        boundary = math.ceil(act / split / p) * p
         sends = 2 * layout.v
         ops.append(
             _even("send activations+grads (pp)", None, PP, boundary, sends, m, None, PIPELINE)
