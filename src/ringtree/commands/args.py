@@ -158,11 +158,13 @@ def collective(text: str) -> Collective:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def add_workers(parser: argparse.ArgumentParser, convert: Callable[[str], int] = ranks) -> None:
+def add_workers(
+    parser: argparse.ArgumentParser, convert: Callable[[str], int] = ranks, required: bool = True
+) -> None:
     """``-n/--ranks N``: number of ranks (workers), at most MAX_RANKS (or what ``convert``
     takes)."""
     parser.add_argument(
-        "-n", "--ranks", type=convert, required=True, metavar="N", help="number of ranks"
+        "-n", "--ranks", type=convert, required=required, metavar="N", help="number of ranks"
     )
 
 

@@ -151,8 +151,8 @@ def gpus() -> dict[str, Gpu]:
 CLUSTER_KEYS = (
     "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
-    "assumed", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source", "launch_us",
-    "net_hop_us",
+    "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
+    "launch_us", "net_hop_us",
 )  # fmt: skip
 
 
@@ -203,11 +203,19 @@ def _whole(t: dict[str, Any], key: str, where: str) -> int:
     return v
 
 
+#: Other names of presets: an HGX board is built like the DGX system of its generation.
+ALIASES = {"hgx-a100": "dgx-a100", "hgx-h100": "dgx-h100", "hgx-b200": "dgx-b200"}
+
+
 @cache
 def presets() -> dict[str, Cluster]:
-    """Every cluster preset, by key."""
+    """Every cluster preset, by key (aliases included, named as such)."""
     tables = _data("clusters.toml")["clusters"]
-    return {k: _cluster(k, t, f"preset {k}") for k, t in tables.items()}
+    out = {k: _cluster(k, t, f"preset {k}") for k, t in tables.items()}
+    for alias, target in ALIASES.items():
+        base = out[target]
+        out[alias] = replace(base, key=alias, notes=f"built as {target}: {base.notes}".strip())
+    return out
 
 
 def get_cluster(text: str) -> Cluster:
@@ -236,13 +244,18 @@ def load_cluster(path: str | Path) -> Cluster:
     if not isinstance(table, dict):
         raise RingtreeError(f"cluster file {str(path)!r}: [cluster] must be a table")
     table = {k: v for k, v in table.items() if k in CLUSTER_KEYS or k not in PLAN_KEYS}
+    return cluster_from_table(Path(path).stem, table, f"cluster file {str(path)!r}")
+
+
+def cluster_from_table(key: str, table: dict[str, Any], where: str) -> Cluster:
+    """A Cluster from a ``[cluster]`` table: its keys, or ``preset = NAME`` and the keys
+    that differ from that preset (RingtreeError naming ``where``)."""
+    table = dict(table)
     base = table.pop("preset", None)
-    where = f"cluster file {str(path)!r}"
     if base is not None:
         start = get_cluster(str(base))
-        merged = {**_as_table(start), **table}
-        return _cluster(Path(path).stem, merged, where)
-    return _cluster(Path(path).stem, table, where)
+        return _cluster(key, {**_as_table(start), **table}, where)
+    return _cluster(key, table, where)
 
 
 #: Keys of a cluster file that the planner reads and a Cluster ignores.

@@ -33,7 +33,7 @@ fit; bench/model_vs_published.py reports the error on the systems the fit did no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ringtree.collectives import Collective
@@ -49,18 +49,26 @@ class Params:
     prints, see docs/nccl-model.md for the fit and check sets."""
 
     host_us: float = 13.0
-    kernel_us: float = 2.0
-    intra_latency_scale: float = 0.8
+    kernel_us: float = 0.0
+    intra_latency_scale: float = 1.245
+    ll128_latency_scale: float = 1.321
+    simple_latency_scale: float = 1.130
     softmax_power: float = 4.0
-    nvlink_efficiency: float = 0.99
-    nvls_chunk_overhead_bytes: float = 9 * 1024
+    nvlink_efficiency: float = 0.988
+    nvls_chunk_overhead_bytes: float = 39466
+    nvls_latency_scale: float = 0.627
+    tree_fill: float = 1.0
     net_efficiency: tuple[tuple[str, float], ...] = (
-        ("ib", 0.88), ("roce", 0.88), ("efa", 0.85), ("tcpxo", 0.85), ("tcpx", 0.8),
+        ("ib", 0.927), ("roce", 0.927), ("efa", 0.85), ("tcpxo", 0.855), ("tcpx", 0.855),
         ("tcp", 0.6),
     )  # fmt: skip
     net_hop_us: tuple[tuple[str, float], ...] = (
         ("ib", 5.0), ("roce", 6.0), ("efa", 23.0), ("tcpxo", 50.0), ("tcpx", 50.0),
         ("tcp", 60.0),
+    )  # fmt: skip
+    net_simple_step_us: tuple[tuple[str, float], ...] = (
+        ("ib", 14.0), ("roce", 14.0), ("efa", 14.0), ("tcpxo", 383.0), ("tcpx", 383.0),
+        ("tcp", 383.0),
     )  # fmt: skip
 
     def efficiency(self, network: str) -> float:
@@ -70,6 +78,12 @@ class Params:
     def hop_us(self, network: str) -> float:
         """One network step's latency with LL on a tree, us (NCCL's IB figure: 5.0)."""
         return dict(self.net_hop_us).get(network, 10.0)
+
+    def simple_step_us(self, network: str) -> float:
+        """The least a network step takes with the Simple protocol, us: NCCL's IB figure (14)
+        on RDMA networks; TCP-based ones move Simple's large chunks through the host's
+        stack (GPUDirect-TCPX/O: ~1 ms calls from 1 to 16 MiB, bench/published)."""
+        return dict(self.net_simple_step_us).get(network, 14.0)
 
 
 DEFAULT = Params()
@@ -162,6 +176,34 @@ def nvls_chunk_bytes(nbytes: int, topo: Topology) -> int:
     return chunk
 
 
+#: Payload of one step of a connection's buffer, by protocol (docs/nccl-tuning-notes.md 2.5):
+#: LL half of its 64 KiB step, LL128 15/16 of 614,400 B, Simple 512 KiB
+STEP_PAYLOAD = {"ll": 32 * 1024, "ll128": 576_000, "simple": 512 * 1024}
+
+
+def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
+                 channels: int, p: Params) -> float:  # fmt: skip
+    """The time a pipelined tree needs to fill: every hop but the last waits for a chunk
+    (one step's payload, or the channel's whole share when smaller) before passing it on;
+    a ring's steps carry S/N each, so its formula already holds this. Depth in hops: up and
+    down the tree, ``2 ((GPUs per node - 1) + log2 nodes)`` (NCCL's own count of tree
+    latencies), for NVLS trees ``2 log2 nodes``. Times ``tree_fill`` (fitted)."""
+    import math
+
+    levels = int(math.log2(topo.nodes)) if topo.nodes > 1 else 0
+    if entry.algorithm == "tree":
+        depth = 2 * ((topo.gpus_per_node - 1) + levels)
+    elif entry.algorithm == "nvls_tree":
+        depth = 2 * levels
+    else:
+        return 0.0
+    if depth <= 1 or bus_GBps <= 0:
+        return 0.0
+    chunk = min(STEP_PAYLOAD[entry.protocol], size / max(channels, 1))
+    per_channel = bus_GBps / max(channels, 1)
+    return p.tree_fill * (depth - 1) * chunk / (1000.0 * per_channel)
+
+
 def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
           p: Params) -> float:  # fmt: skip
     """The bus bandwidth (GB/s) the chosen algorithm and protocol reach (module doc)."""
@@ -193,16 +235,20 @@ def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topolog
 
 
 def latency_us(entry: tuner.Entry, collective: Collective, topo: Topology, p: Params) -> float:
-    """NCCL's latency of the choice with intra-node steps scaled by ``intra_latency_scale``
-    and network steps at the network's hop latency, plus ``kernel_us``."""
+    """NCCL's latency of the choice, with its intra-node terms times ``intra_latency_scale``
+    (and the LL128, Simple and NVLS scales), each network step longer by what the network's hop
+    latency adds to InfiniBand's (NCCL's tree/LL figure, 5.0 us), plus ``kernel_us``."""
     c = topo.cluster
-    hop = (c.net_hop_us or p.hop_us(c.network)) / k.HW_LAT["net"]["tree"][0]
-    nccl_net = tuner.latency(collective, entry.algorithm, entry.protocol, topo)
-    if topo.nodes == 1:
-        return p.kernel_us + p.intra_latency_scale * nccl_net
-    intra_only = tuner.latency(collective, entry.algorithm, entry.protocol,
-                               replace(topo, nodes=1))  # fmt: skip
-    return p.kernel_us + p.intra_latency_scale * intra_only + hop * (nccl_net - intra_only)
+    extra = (c.net_hop_us or p.hop_us(c.network)) - k.HW_LAT["net"]["tree"][0]
+    if entry.protocol == "simple":
+        nccl_simple = k.HW_LAT["net"]["tree"][2]
+        extra = max(extra, p.simple_step_us(c.network) - nccl_simple)
+    proto = {"ll128": p.ll128_latency_scale, "simple": p.simple_latency_scale}
+    intra = p.intra_latency_scale * proto.get(entry.protocol, 1.0)
+    if entry.algorithm.startswith("nvls"):
+        intra *= p.nvls_latency_scale
+    lat = tuner.latency(collective, entry.algorithm, entry.protocol, topo, intra, extra)
+    return p.kernel_us + lat
 
 
 def predict(
@@ -237,12 +283,14 @@ def predict_on(
     entry = tuner.choose(col, size_bytes, topo, settings, entries)
     lat = latency_us(entry, col, topo, params)
     bw = busbw(entry, col, size_bytes, topo, params)
+    channels = tuner.channels_used(entry, col, size_bytes, topo)
     band = size_bytes * bus_factor(col, n) / (1000.0 * bw) if bw > 0 else 0.0
+    band += tree_fill_us(entry, size_bytes, topo, bw, channels, params)
     q = params.softmax_power
     t_us = (host**q + (lat + band) ** q) ** (1 / q)
     bus = size_bytes * bus_factor(col, n) / (t_us * 1e-6) if t_us > 0 else 0.0
     return NcclCall(
-        col, size_bytes, n, topo.nodes, entry.algorithm, entry.protocol,
-        tuner.channels_used(entry, col, size_bytes, topo), t_us * 1e-6, host * 1e-6,
+        col, size_bytes, n, topo.nodes, entry.algorithm, entry.protocol, channels, t_us * 1e-6,
+        host * 1e-6,
         lat * 1e-6, band * 1e-6, bus, entry.time_us(col, size_bytes, topo) * 1e-6,
     )  # fmt: skip

@@ -142,21 +142,26 @@ def _ll_max(topo: Topology) -> float:
     return row[topo.node_column]
 
 
-def latency(collective: Collective, algorithm: str, protocol: str, topo: Topology) -> float:
-    """NCCL's latency of one call, us; see the module doc."""
+def latency(
+    collective: Collective, algorithm: str, protocol: str, topo: Topology,
+    intra_scale: float = 1.0, net_extra_us: float = 0.0,
+) -> float:  # fmt: skip
+    """NCCL's latency of one call, us (see the module doc). ``intra_scale`` multiplies the
+    base and intra-node terms; ``net_extra_us`` is added to each network step (0, 1: NCCL's
+    own)."""
     p = k.PROTOCOLS.index(protocol)
     g = _graph(algorithm, topo) or topo.ring
     nodes, n, ppn = topo.nodes, topo.n_ranks, topo.gpus_per_node
     intra_hw = g.intra_hw
-    intra = k.HW_LAT[intra_hw][algorithm][p]
-    inter = k.HW_LAT["net"]["tree" if ppn == 1 else algorithm][p]
-    lat = k.BASE_LAT[algorithm][p]
+    intra = k.HW_LAT[intra_hw][algorithm][p] * intra_scale
+    inter = k.HW_LAT["net"]["tree" if ppn == 1 else algorithm][p] + net_extra_us
+    lat = k.BASE_LAT[algorithm][p] * intra_scale
     if algorithm == "ring":
         steps = _steps(collective, n)
         if collective in (Collective.BROADCAST, Collective.REDUCE):
-            hw = "net" if nodes > 1 else intra_hw
-            per = k.HW_LAT[hw]["tree" if protocol == "simple" else "ring"][p]
-            return lat + steps * per
+            per = k.HW_LAT["net" if nodes > 1 else intra_hw]["tree" if protocol == "simple"
+                                                             else "ring"][p]  # fmt: skip
+            return lat + steps * (per + net_extra_us if nodes > 1 else per * intra_scale)
         n_inter = 0 if nodes == 1 else (nodes - 1) * (2 if collective is
                                                       Collective.ALL_REDUCE else 1)  # fmt: skip
         overhead = 0.0
@@ -168,14 +173,14 @@ def latency(collective: Collective, algorithm: str, protocol: str, topo: Topolog
     if algorithm == "tree":
         return lat + 2 * ((ppn - 1) * intra + levels * inter)
     if algorithm == "collnet_direct":
-        return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+        return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4 * intra_scale) + inter
     if algorithm == "collnet_chain":
         return lat + 2 * (ppn - 1) * intra + inter
     if algorithm == "nvls":
         return intra + (inter if nodes > 1 else 0.0)
     if algorithm == "nvls_tree":
         return intra + 2 * levels * inter
-    return 8.0 + levels * inter / 3.5 + 2.8 * n  # PAT
+    return 8.0 * intra_scale + levels * inter / 3.5 + 2.8 * n * intra_scale  # PAT
 
 
 @dataclass(frozen=True)
