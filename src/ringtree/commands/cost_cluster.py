@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("on a cluster (the NCCL model)")
     g.add_argument(
         "--cluster",
-        type=_cluster,
+        type=cluster_arg,
         default=None,
         metavar="NAME|FILE.toml",
         help="a preset of 'ringtree clusters' or a TOML file with a [cluster] table: prices "
@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _cluster(text: str) -> Cluster:
+def cluster_arg(text: str) -> Cluster:
+    """A --cluster value: a preset or a [cluster] TOML (argparse error otherwise)."""
     try:
         return get_cluster(text)
     except RingtreeError as e:

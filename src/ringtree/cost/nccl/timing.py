@@ -33,6 +33,7 @@ fit; bench/model_vs_published.py reports the error on the systems the fit did no
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,16 +51,15 @@ class Params:
 
     host_us: float = 13.0
     kernel_us: float = 0.0
-    intra_latency_scale: float = 1.245
-    ll128_latency_scale: float = 1.321
-    simple_latency_scale: float = 1.130
+    intra_latency_scale: float = 1.228
+    ll128_latency_scale: float = 1.336
+    simple_latency_scale: float = 1.179
     softmax_power: float = 4.0
     nvlink_efficiency: float = 0.988
-    nvls_chunk_overhead_bytes: float = 39466
-    nvls_latency_scale: float = 0.627
-    tree_fill: float = 1.0
+    nvls_chunk_overhead_bytes: float = 41254
+    nvls_latency_scale: float = 0.829
     net_efficiency: tuple[tuple[str, float], ...] = (
-        ("ib", 0.927), ("roce", 0.927), ("efa", 0.85), ("tcpxo", 0.855), ("tcpx", 0.855),
+        ("ib", 0.927), ("roce", 0.927), ("efa", 0.85), ("tcpxo", 0.852), ("tcpx", 0.852),
         ("tcp", 0.6),
     )  # fmt: skip
     net_hop_us: tuple[tuple[str, float], ...] = (
@@ -67,8 +67,8 @@ class Params:
         ("tcp", 60.0),
     )  # fmt: skip
     net_simple_step_us: tuple[tuple[str, float], ...] = (
-        ("ib", 14.0), ("roce", 14.0), ("efa", 14.0), ("tcpxo", 383.0), ("tcpx", 383.0),
-        ("tcp", 383.0),
+        ("ib", 14.0), ("roce", 14.0), ("efa", 14.0), ("tcpxo", 393.0), ("tcpx", 393.0),
+        ("tcp", 393.0),
     )  # fmt: skip
 
     def efficiency(self, network: str) -> float:
@@ -181,15 +181,38 @@ def nvls_chunk_bytes(nbytes: int, topo: Topology) -> int:
 STEP_PAYLOAD = {"ll": 32 * 1024, "ll128": 576_000, "simple": 512 * 1024}
 
 
+def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: int) -> int:
+    """The chunk a tree pipelines (``calcCollChunking``, src/enqueue.cc): one step's payload;
+    LL128 halves it (to 128 KiB, then to 32 KiB) while the call has fewer than ``64 s / ppn``
+    (then ``16 s / ppn``) chunks per channel, ``s = 1 + log2 nodes + ppn / 10``; an NVLS tree
+    takes 256..32 KiB by the calls' chunks per head."""
+    ch = max(channels, 1)
+    if entry.algorithm == "nvls_tree":
+        heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
+        ops = ch * heads
+        chunk = 128 * 1024 if topo.nodes < 4 else 64 * 1024
+        for times, floor in ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)):
+            if nbytes < times * ops * chunk and chunk > floor:
+                chunk = floor
+        return chunk
+    chunk = STEP_PAYLOAD[entry.protocol]
+    if entry.protocol == "ll128":
+        ppn = topo.gpus_per_node
+        s = 1 + int(math.log2(topo.nodes)) + 0.1 * ppn
+        while nbytes // (ch * chunk) < s * 64 / ppn and chunk > 128 * 1024:
+            chunk //= 2
+        while nbytes // (ch * chunk) < s * 16 / ppn and chunk > 32 * 1024:
+            chunk //= 2
+    return chunk
+
+
 def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
-                 channels: int, p: Params) -> float:  # fmt: skip
+                 channels: int) -> float:  # fmt: skip
     """The time a pipelined tree needs to fill: every hop but the last waits for a chunk
     (one step's payload, or the channel's whole share when smaller) before passing it on;
     a ring's steps carry S/N each, so its formula already holds this. Depth in hops: up and
     down the tree, ``2 ((GPUs per node - 1) + log2 nodes)`` (NCCL's own count of tree
-    latencies), for NVLS trees ``2 log2 nodes``. Times ``tree_fill`` (fitted)."""
-    import math
-
+    latencies), for NVLS trees ``2 log2 nodes``; the chunk is :func:`tree_chunk_bytes`."""
     levels = int(math.log2(topo.nodes)) if topo.nodes > 1 else 0
     if entry.algorithm == "tree":
         depth = 2 * ((topo.gpus_per_node - 1) + levels)
@@ -199,9 +222,9 @@ def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
         return 0.0
     if depth <= 1 or bus_GBps <= 0:
         return 0.0
-    chunk = min(STEP_PAYLOAD[entry.protocol], size / max(channels, 1))
+    chunk = min(tree_chunk_bytes(entry, size, topo, channels), size / max(channels, 1))
     per_channel = bus_GBps / max(channels, 1)
-    return p.tree_fill * (depth - 1) * chunk / (1000.0 * per_channel)
+    return (depth - 1) * chunk / (1000.0 * per_channel)
 
 
 def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
@@ -285,7 +308,7 @@ def predict_on(
     bw = busbw(entry, col, size_bytes, topo, params)
     channels = tuner.channels_used(entry, col, size_bytes, topo)
     band = size_bytes * bus_factor(col, n) / (1000.0 * bw) if bw > 0 else 0.0
-    band += tree_fill_us(entry, size_bytes, topo, bw, channels, params)
+    band += tree_fill_us(entry, size_bytes, topo, bw, channels)
     q = params.softmax_power
     t_us = (host**q + (lat + band) ** q) ** (1 / q)
     bus = size_bytes * bus_factor(col, n) / (t_us * 1e-6) if t_us > 0 else 0.0
