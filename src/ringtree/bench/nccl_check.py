@@ -45,13 +45,14 @@ def predictor(params: timing.Params = timing.DEFAULT) -> Predictor:
     cache: dict[tuple, tuple] = {}
 
     def predict(cluster: Cluster, run: Run, size: int) -> tuple[float, str]:
-        key = (cluster, run.nodes, run.gpus_per_node, tuple(sorted(run.env.items())))
+        key = (cluster, run.collective, run.nodes, run.gpus_per_node,
+               tuple(sorted(run.env.items())))  # fmt: skip
         if key not in cache:
             topo = topology(cluster, run.nodes, run.gpus_per_node)
-            settings = tuner.Settings.from_env(run.env)
+            settings = tuner.Settings.for_cluster(cluster, run.env)
             cache[key] = (topo, settings, tuner.table(run.collective, topo, settings))
-        topo, settings, _ = cache[key]
-        call = timing.predict_on(run.collective, size, topo, settings, params)
+        topo, settings, entries = cache[key]
+        call = timing.predict_on(run.collective, size, topo, settings, params, entries)
         return call.time_s * 1e6, call.nccl_name
 
     return predict

@@ -102,7 +102,7 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.nodes * g > MAX_GPUS:
         raise RingtreeError(f"{args.nodes} nodes x {g} GPUs is more than {MAX_GPUS:,} ranks")
     topo = topology(cluster, args.nodes, g)
-    settings = tuner.Settings.from_env(os.environ)
+    settings = tuner.Settings.for_cluster(cluster, os.environ)
     entries = tuner.table(args.collective, topo, settings)
     out = []
     for size in sweep_sizes(args):

@@ -208,8 +208,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     if lo > args.max_size:
         raise RingtreeError(f"--min-size {lo} is more than --max-size {args.max_size}")
     topo = topology(args.cluster, args.nodes, g)
-    result = switch_points(args.collective, topo, tuner.Settings.from_env(os.environ), lo,
-                           args.max_size, itemsize=itemsize)  # fmt: skip
+    settings = tuner.Settings.for_cluster(args.cluster, os.environ)
+    result = switch_points(args.collective, topo, settings, lo, args.max_size, itemsize=itemsize)
     if args.json:
         print_json({**result.record(), "cluster": args.cluster.key})
     else:

@@ -95,6 +95,9 @@ class Cluster:
     #: one network step's latency (see ringtree.cost.nccl.timing); None: the model's defaults
     launch_us: float | None = None
     net_hop_us: float | None = None
+    #: NCCL_* settings the platform applies before NCCL reads its environment (e.g. the
+    #: network plugin's: aws-ofi-nccl sets NCCL_PROTO=simple on p4d); the user's win
+    nccl_env: tuple[tuple[str, str], ...] = ()
     source: str = ""
     assumed: tuple[str, ...] = ()
     notes: str = ""
@@ -118,7 +121,8 @@ class Cluster:
             "nvlink_GBps_per_gpu": g.nvlink_GBps, "nics_per_node": self.nics_per_node,
             "nic_gbps": self.nic_gbps, "network": self.network, "network_name": self.network_name,
             "sharp": self.sharp, "cpu": self.cpu, "price_gpu_hour": self.price_gpu_hour,
-            "source": self.source, "assumed": list(self.assumed), "notes": self.notes,
+            "nccl_env": dict(self.nccl_env), "source": self.source,
+            "assumed": list(self.assumed), "notes": self.notes,
         }  # fmt: skip
 
 
@@ -152,7 +156,7 @@ CLUSTER_KEYS = (
     "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
     "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
-    "launch_us", "net_hop_us",
+    "launch_us", "net_hop_us", "nccl_env",
 )  # fmt: skip
 
 
@@ -184,6 +188,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             price_gpu_hour=float(t["price_gpu_hour"]) if t.get("price_gpu_hour") else None,
             launch_us=float(t["launch_us"]) if t.get("launch_us") else None,
             net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
+            nccl_env=_nccl_env(t.get("nccl_env", {}), where),
             source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
             notes=str(t.get("notes", "")),
         )  # fmt: skip
@@ -194,6 +199,15 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
     if c.nics_per_node < 0 or c.nic_gbps < 0 or (c.nics_per_node and not c.nic_gbps):
         raise RingtreeError(f"{where}: nics_per_node and nic_gbps must be > 0 together")
     return c
+
+
+def _nccl_env(t: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(t, dict) or not all(
+        isinstance(k, str) and k.startswith("NCCL_") and isinstance(v, str | int)
+        for k, v in t.items()
+    ):
+        raise RingtreeError(f"{where}: nccl_env must be a table of NCCL_* = value")
+    return tuple(sorted((k, str(v)) for k, v in t.items()))
 
 
 def _whole(t: dict[str, Any], key: str, where: str) -> int:
@@ -272,6 +286,8 @@ def _as_table(c: Cluster) -> dict[str, Any]:
     for key in ("price_gpu_hour", "launch_us", "net_hop_us"):
         if getattr(c, key) is not None:
             t[key] = getattr(c, key)
+    if c.nccl_env:
+        t["nccl_env"] = dict(c.nccl_env)
     return t
 
 

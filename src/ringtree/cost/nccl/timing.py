@@ -51,15 +51,15 @@ class Params:
 
     host_us: float = 13.0
     kernel_us: float = 0.0
-    intra_latency_scale: float = 1.228
-    ll128_latency_scale: float = 1.336
-    simple_latency_scale: float = 1.179
+    intra_latency_scale: float = 1.218
+    ll128_latency_scale: float = 1.346
+    simple_latency_scale: float = 1.193
     softmax_power: float = 4.0
-    nvlink_efficiency: float = 0.988
-    nvls_chunk_overhead_bytes: float = 41254
-    nvls_latency_scale: float = 0.829
+    nvlink_efficiency: float = 0.989
+    nvls_chunk_overhead_bytes: float = 12919
+    nvls_latency_scale: float = 1.320
     net_efficiency: tuple[tuple[str, float], ...] = (
-        ("ib", 0.927), ("roce", 0.927), ("efa", 0.85), ("tcpxo", 0.852), ("tcpx", 0.852),
+        ("ib", 0.927), ("roce", 0.927), ("efa", 0.85), ("tcpxo", 0.858), ("tcpx", 0.858),
         ("tcp", 0.6),
     )  # fmt: skip
     net_hop_us: tuple[tuple[str, float], ...] = (
@@ -67,8 +67,8 @@ class Params:
         ("tcp", 60.0),
     )  # fmt: skip
     net_simple_step_us: tuple[tuple[str, float], ...] = (
-        ("ib", 14.0), ("roce", 14.0), ("efa", 14.0), ("tcpxo", 393.0), ("tcpx", 393.0),
-        ("tcp", 393.0),
+        ("ib", 14.0), ("roce", 14.0), ("efa", 14.0), ("tcpxo", 411.0), ("tcpx", 411.0),
+        ("tcp", 411.0),
     )  # fmt: skip
 
     def efficiency(self, network: str) -> float:
@@ -164,15 +164,16 @@ def net_busbw(topo: Topology, p: Params) -> float:
     return topo.nics * c.nic_GBps * p.efficiency(c.network)
 
 
-def nvls_chunk_bytes(nbytes: int, topo: Topology) -> int:
-    """NVLS's chunk for a call (src/enqueue.cc:2003-2017): 128 KiB, halved while the call is
-    smaller than 64, 8, 2 x channels x heads x chunk."""
+def nvls_chunk_bytes(nbytes: int, topo: Topology, settings: tuner.Settings) -> int:
+    """NVLS's chunk for a call (src/enqueue.cc, calcCollChunking): NCCL_NVLS_CHUNKSIZE
+    (128 KiB), at most 64, 32, 16 KiB when the call is smaller than 64, 8, 2 x channels x
+    heads x chunk."""
     heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
-    ch = k.NVLS_CHANNELS.get(topo.arch, 16)
-    chunk = 128 * 1024
-    for times in (64, 8, 2):
-        if nbytes < times * ch * heads * chunk:
-            chunk //= 2
+    ops = k.NVLS_CHANNELS.get(topo.arch, 16) * heads
+    chunk = settings.nvls_chunk
+    for times, cap in ((64, 64 * 1024), (8, 32 * 1024), (2, 16 * 1024)):
+        if nbytes < times * ops * chunk and chunk > cap:
+            chunk = cap
     return chunk
 
 
@@ -181,19 +182,22 @@ def nvls_chunk_bytes(nbytes: int, topo: Topology) -> int:
 STEP_PAYLOAD = {"ll": 32 * 1024, "ll128": 576_000, "simple": 512 * 1024}
 
 
-def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: int) -> int:
+def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: int,
+                     settings: tuner.Settings) -> int:  # fmt: skip
     """The chunk a tree pipelines (``calcCollChunking``, src/enqueue.cc): one step's payload;
     LL128 halves it (to 128 KiB, then to 32 KiB) while the call has fewer than ``64 s / ppn``
     (then ``16 s / ppn``) chunks per channel, ``s = 1 + log2 nodes + ppn / 10``; an NVLS tree
-    takes 256..32 KiB by the calls' chunks per head."""
+    starts from the NVLS tree's largest chunk and takes at most 256..32 KiB as the call has
+    fewer than 32, 16, 4, 1 chunks per head and channel."""
     ch = max(channels, 1)
     if entry.algorithm == "nvls_tree":
         heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
         ops = ch * heads
-        chunk = 128 * 1024 if topo.nodes < 4 else 64 * 1024
-        for times, floor in ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)):
-            if nbytes < times * ops * chunk and chunk > floor:
-                chunk = floor
+        cap = settings.nvlstree_max_chunk or (64 * 1024 if topo.nodes >= 4 else settings.nvls_chunk)
+        chunk = min(settings.nvls_chunk, cap)
+        for times, cap in ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)):
+            if nbytes < times * ops * chunk and chunk > cap:
+                chunk = cap
         return chunk
     chunk = STEP_PAYLOAD[entry.protocol]
     if entry.protocol == "ll128":
@@ -207,7 +211,7 @@ def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: 
 
 
 def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
-                 channels: int) -> float:  # fmt: skip
+                 channels: int, settings: tuner.Settings) -> float:  # fmt: skip
     """The time a pipelined tree needs to fill: every hop but the last waits for a chunk
     (one step's payload, or the channel's whole share when smaller) before passing it on;
     a ring's steps carry S/N each, so its formula already holds this. Depth in hops: up and
@@ -222,13 +226,13 @@ def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
         return 0.0
     if depth <= 1 or bus_GBps <= 0:
         return 0.0
-    chunk = min(tree_chunk_bytes(entry, size, topo, channels), size / max(channels, 1))
+    chunk = min(tree_chunk_bytes(entry, size, topo, channels, settings), size / max(channels, 1))
     per_channel = bus_GBps / max(channels, 1)
     return (depth - 1) * chunk / (1000.0 * per_channel)
 
 
 def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
-          p: Params) -> float:  # fmt: skip
+          settings: tuner.Settings, p: Params) -> float:  # fmt: skip
     """The bus bandwidth (GB/s) the chosen algorithm and protocol reach (module doc)."""
     n, nodes = topo.n_ranks, topo.nodes
     intra = intra_busbw(topo, p)
@@ -236,9 +240,13 @@ def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topolog
     a, proto = entry.algorithm, entry.protocol
     if a in ("nvls", "nvls_tree"):
         bw = tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
-        c = nvls_chunk_bytes(nbytes, topo)
+        if a == "nvls_tree":
+            ch = tuner.channels_used(entry, collective, nbytes, topo)
+            c = tree_chunk_bytes(entry, nbytes, topo, ch, settings)
+        else:
+            c = nvls_chunk_bytes(nbytes, topo, settings)
         c0 = p.nvls_chunk_overhead_bytes
-        bw *= (c / (c + c0)) / ((128 * 1024) / (128 * 1024 + c0))
+        bw *= min(1.0, (c / (c + c0)) / ((128 * 1024) / (128 * 1024 + c0)))
         if a == "nvls_tree":
             bw = min(bw, 2 * net if nodes == 2 else net)
         return bw
@@ -289,7 +297,7 @@ def predict(
     reads them (RingtreeError on a bad value, or when they leave no algorithm)."""
     col = Collective.parse(collective)
     topo = topology(cluster, nodes, gpus_per_node)
-    settings = tuner.Settings.from_env(env or {})
+    settings = tuner.Settings.for_cluster(cluster, env or {})
     return predict_on(col, size_bytes, topo, settings, params)
 
 
@@ -305,10 +313,10 @@ def predict_on(
                         host * 1e-6, 0.0, 0.0, 0.0, 0.0)  # fmt: skip
     entry = tuner.choose(col, size_bytes, topo, settings, entries)
     lat = latency_us(entry, col, topo, params)
-    bw = busbw(entry, col, size_bytes, topo, params)
+    bw = busbw(entry, col, size_bytes, topo, settings, params)
     channels = tuner.channels_used(entry, col, size_bytes, topo)
     band = size_bytes * bus_factor(col, n) / (1000.0 * bw) if bw > 0 else 0.0
-    band += tree_fill_us(entry, size_bytes, topo, bw, channels)
+    band += tree_fill_us(entry, size_bytes, topo, bw, channels, settings)
     q = params.softmax_power
     t_us = (host**q + (lat + band) ** q) ** (1 / q)
     bus = size_bytes * bus_factor(col, n) / (t_us * 1e-6) if t_us > 0 else 0.0

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ringtree.collectives import Collective
+from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import constants as k
 from ringtree.cost.nccl.topology import Graph, Topology
 from ringtree.errors import RingtreeError
@@ -186,7 +187,8 @@ def latency(
 @dataclass(frozen=True)
 class Settings:
     """What the environment enables: per collective, the algorithms and protocols allowed
-    (``None``: NCCL's defaults), NVLS, CollNet and PAT switches, and the raw values."""
+    (``None``: NCCL's defaults), NVLS, CollNet and PAT switches, NVLS's chunk sizes, and the
+    raw values."""
 
     algos: dict[str, frozenset[str]] | None
     protos: dict[str, frozenset[str]] | None
@@ -194,13 +196,18 @@ class Settings:
     collnet: bool
     pat: bool
     raw: dict[str, str]
+    #: NCCL_NVLS_CHUNKSIZE (default 128 KiB) and NCCL_NVLSTREE_MAX_CHUNKSIZE (default: 64 KiB
+    #: from 4 nodes up, else the NVLS chunk), src/transport/nvls.cc:160-161, 227-231
+    nvls_chunk: int = 128 * 1024
+    nvlstree_max_chunk: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        """Parse NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE, NCCL_PAT_ENABLE
-        (RingtreeError naming a bad value)."""
+        """Parse NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE, NCCL_PAT_ENABLE,
+        NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE (RingtreeError naming a bad value)."""
         names = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
-                 "NCCL_PAT_ENABLE")  # fmt: skip
+                 "NCCL_PAT_ENABLE", "NCCL_NVLS_CHUNKSIZE",
+                 "NCCL_NVLSTREE_MAX_CHUNKSIZE")  # fmt: skip
         raw = {v: env[v] for v in names if env.get(v)}
         return cls(
             algos=_parse_list(raw["NCCL_ALGO"], _ALGO_BY_NCCL, "NCCL_ALGO")
@@ -211,7 +218,26 @@ class Settings:
             collnet=_switch(raw, "NCCL_COLLNET_ENABLE", False),
             pat=_switch(raw, "NCCL_PAT_ENABLE", True),
             raw=raw,
+            nvls_chunk=_bytes(raw, "NCCL_NVLS_CHUNKSIZE") or 128 * 1024,
+            nvlstree_max_chunk=_bytes(raw, "NCCL_NVLSTREE_MAX_CHUNKSIZE"),
         )  # fmt: skip
+
+    @classmethod
+    def for_cluster(cls, cluster: Cluster, env: Mapping[str, str]) -> Settings:
+        """:meth:`from_env` on the cluster's platform settings (``nccl_env``: what its network
+        plugin sets) overridden by ``env``'s NCCL_* values, as NCCL would see them."""
+        merged = dict(cluster.nccl_env)
+        merged.update({k: v for k, v in env.items() if k.startswith("NCCL_")})
+        return cls.from_env(merged)
+
+
+def _bytes(raw: dict[str, str], name: str) -> int | None:
+    if name not in raw:
+        return None
+    v = raw[name].strip()
+    if not v.isdigit() or not 0 < int(v) <= 1 << 30:
+        raise RingtreeError(f"{name}={v!r} is not valid: expected a size in bytes, 1..2**30")
+    return int(v)
 
 
 def _switch(raw: dict[str, str], name: str, default: bool) -> bool:
