@@ -161,8 +161,8 @@ def render(args: argparse.Namespace, out: list[dict[str, Any]]) -> None:
         )  # fmt: skip
     console = stdout_console()
     console.print(table)
-    set_vars = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-    note = f"; {', '.join(f'{k}={v}' for k, v in set_vars.items())}" if set_vars else ""
+    note = nccl_settings_note(c)
+    note = f"; {note}" if note else ""
     console.print(
         f"time = softmax(host launch {format_time(first['host_s'], exact=False)}, "
         f"latency + bytes / busbw) -- docs/nccl-model.md{note}",
@@ -198,3 +198,10 @@ def plot(args: argparse.Namespace, out: list[dict[str, Any]], path: Path) -> Non
         raise RingtreeError(f"cannot write {path}: {e.strerror}") from None
     finally:
         plt.close(fig)
+
+
+def nccl_settings_note(c: Cluster) -> str:
+    """The NCCL settings in force: the platform's (``nccl_env``) and the environment's."""
+    user = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    parts = [f"{k}={v} (set by the platform)" for k, v in c.nccl_env if k not in user]
+    return ", ".join(parts + [f"{k}={v}" for k, v in user.items()])

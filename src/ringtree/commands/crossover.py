@@ -234,9 +234,9 @@ def render_cluster(args: argparse.Namespace, s: Switches) -> None:
         console.print(f"{a.choice} -> {b.choice} at {b.lo_bytes:,} B ({format_bytes(b.lo_bytes)})")
     if len(s.ranges) == 1:
         console.print(f"NCCL runs {s.ranges[0].choice} at every size")
-    set_vars = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-    if set_vars:
-        console.print("with " + ", ".join(f"{k}={v}" for k, v in set_vars.items()))
+    note = cost_cluster.nccl_settings_note(args.cluster)
+    if note:
+        console.print(f"with {note}")
 
 
 def plot_cluster(args: argparse.Namespace, s: Switches, path: Path) -> None:
