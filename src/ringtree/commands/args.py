@@ -84,6 +84,15 @@ def size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def nccl_tests_size(text: str) -> int:
+    """A size as nccl-tests' ``-b``/``-e`` read it: a bare K, M, G or T is a power of 1024
+    (``8G`` = 8 GiB); ``8GB`` (1e9) and ``8GiB`` keep their meaning."""
+    t = text.strip()
+    if t[-1:].upper() in ("K", "M", "G", "T") and t[:-1].strip().replace(".", "", 1).isdigit():
+        t = f"{t[:-1]}{t[-1].upper()}iB"
+    return size(t)
+
+
 def _convert(parse: Callable[[str], Any], text: str) -> Any:
     """``parse(text)``, its RingtreeError turned into argparse's one-line error."""
     try:
