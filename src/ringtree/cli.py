@@ -22,8 +22,8 @@ from ringtree.errors import RingtreeError
 
 # Command modules, in the order ``ringtree --help`` lists them.
 COMMANDS = [
-    "trace", "demo", "run", "cost", "links", "crossover", "plan", "lab", "bench", "calibrate",
-    "validate",
+    "trace", "demo", "run", "cost", "links", "clusters", "crossover", "plan", "lab", "bench",
+    "calibrate", "validate",
 ]  # fmt: skip
 
 

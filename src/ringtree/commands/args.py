@@ -84,6 +84,15 @@ def size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def nccl_tests_size(text: str) -> int:
+    """A size as nccl-tests' ``-b``/``-e`` read it: a bare K, M, G or T is a power of 1024
+    (``8G`` = 8 GiB); ``8GB`` (1e9) and ``8GiB`` keep their meaning."""
+    t = text.strip()
+    if t[-1:].upper() in ("K", "M", "G", "T") and t[:-1].strip().replace(".", "", 1).isdigit():
+        t = f"{t[:-1]}{t[-1].upper()}iB"
+    return size(t)
+
+
 def _convert(parse: Callable[[str], Any], text: str) -> Any:
     """``parse(text)``, its RingtreeError turned into argparse's one-line error."""
     try:
@@ -158,11 +167,13 @@ def collective(text: str) -> Collective:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def add_workers(parser: argparse.ArgumentParser, convert: Callable[[str], int] = ranks) -> None:
+def add_workers(
+    parser: argparse.ArgumentParser, convert: Callable[[str], int] = ranks, required: bool = True
+) -> None:
     """``-n/--ranks N``: number of ranks (workers), at most MAX_RANKS (or what ``convert``
     takes)."""
     parser.add_argument(
-        "-n", "--ranks", type=convert, required=True, metavar="N", help="number of ranks"
+        "-n", "--ranks", type=convert, required=required, metavar="N", help="number of ranks"
     )
 
 
