@@ -62,8 +62,8 @@ class Efficiency:
 #: README's 70B); the others are checks. Volta, Ada and Blackwell are not calibrated: they
 #: take Hopper's figure, and say so.
 GENERATION: dict[str, Efficiency] = {
-    "ampere": Efficiency(0.7221, flash=0.6, source="fitted on Korthikanti et al. 2022, 175B"),
-    "hopper": Efficiency(0.5827, flash=0.35, source="fitted on the Megatron-LM README, 70B"),
+    "ampere": Efficiency(0.7214, flash=0.6, source="fitted on Korthikanti et al. 2022, 175B"),
+    "hopper": Efficiency(0.5816, flash=0.35, source="fitted on the Megatron-LM README, 70B"),
 }
 UNCALIBRATED = "not calibrated for {arch}: Hopper's efficiency assumed"
 

@@ -100,6 +100,7 @@ def _streams(priced: list[Priced], windows: dict[str, float], eligible: list[int
 
 
 def timed_ops(priced: list[Priced], exposed_round: list[float]) -> list[TimedOp]:
+    """The priced ops written up per step (bytes per GPU, time, latency, exposed seconds)."""
     out = []
     for (op, shape, full, last), shown in zip(priced, exposed_round, strict=True):
         sent = int((op.calls_per_round - 1) * full.bytes_sent + last.bytes_sent)

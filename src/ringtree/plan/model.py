@@ -76,6 +76,10 @@ class Model:
         if params is not None and params < 1:
             raise RingtreeError(f"model params must be >= 1, got {params}")
         m = replace(self, **changes) if changes else self
+        if m.heads and m.hidden and m.head_dim is None and m.hidden % m.heads:
+            raise RingtreeError(
+                f"hidden size {m.hidden} does not split into {m.heads} attention heads"
+            )
         if m.heads is not None and m.kv_heads is not None and m.heads % m.kv_heads:
             raise RingtreeError(
                 f"{m.heads} attention heads do not split into {m.kv_heads} key/value groups"

@@ -49,6 +49,8 @@ from ringtree.plan.strategy import FLAVORS, Layout
 from ringtree.units import format_bytes, format_percent
 
 MIN_CP_TOKENS = 1024
+#: The most configurations a search takes on (~25,000 a second on one core: 40 s).
+MAX_CONSIDERED = 1_000_000
 MAX_MICRO_BATCH = 64
 MAX_V = 8
 OBJECTIVES = ("time", "cost")
@@ -246,6 +248,16 @@ def search(
         node_counts = sorted(set(node_counts), reverse=True)
     fixed_b = training.micro_batch if fixed_micro_batch else None
     recs = [training.recompute] if fixed_recompute else list(RECOMPUTE)
+    total = sum(
+        len(g.flavors) * len(recs)
+        for nodes in node_counts
+        for g in _groups(model, replace(cluster, nodes=nodes), training, nodes, fixed_b)
+    )
+    if total > MAX_CONSIDERED:
+        raise RingtreeError(
+            f"the search would consider {total:,} configurations, more than {MAX_CONSIDERED:,} "
+            "(~40 s): fix --micro-batch or --recompute, or search fewer nodes"
+        )
     scorer = _Scorer(model, cluster, training)
     considered = 0
     scored: list[tuple[float, Candidate]] = []

@@ -115,9 +115,11 @@ def _bubbles(timeline: list, stages: int) -> list[Event]:
 
 def _data_parallel(p: Plan, timeline: list, ends: list[float], last_bwd: float) -> list[Event]:
     """DP buckets under each stage's last backward (one after another, each starting when its
-    slice of the backward is done), ZeRO-3's gathers per micro-batch, the optimizer step."""
+        slice of the backward is done), ZeRO-3's gathers per micro-batch, then the optimizer step on
+    every stage once all are done."""
     out: list[Event] = []
     dp_ops = [c for c in p.collectives if c.op.group not in PER_MICRO_BATCH]
+    done_all = max(ends)  # the gradient norm is global: every stage steps together
     for i, end in enumerate(ends):
         start = end - last_bwd
         t = start
@@ -134,7 +136,8 @@ def _data_parallel(p: Plan, timeline: list, ends: list[float], last_bwd: float) 
                 t = max(t, ready)
                 out.append(Event(i, DATA, DATA, f"{op.op} {k + 1}/{n}", t, call))
                 t += call
-        done = max(t, end)
-        if p.optimizer_s > 0:
-            out.append(Event(i, COMPUTE, OPTIMIZER, "optimizer step", done, p.optimizer_s))
+        done_all = max(done_all, t)
+    if p.optimizer_s > 0:
+        out += [Event(i, COMPUTE, OPTIMIZER, "optimizer step", done_all, p.optimizer_s)
+                for i in range(len(ends))]  # fmt: skip
     return out
