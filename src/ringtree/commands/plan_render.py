@@ -149,18 +149,21 @@ def render_search(found: SearchResult) -> None:
         console.print(f"searched {found.considered:,} configurations: none fits in memory")
         return
     console.print(_header(plans[0]).split(";")[0])
+    if len(found.nodes) > 1:
+        console.print(f"(by cost per token: {', '.join(map(str, found.nodes))} nodes tried)")
     console.print(f"searched {found.considered:,} configurations, {found.fitting:,} fit; "
                   f"best {len(plans)} by {by}:")  # fmt: skip
     table = Table()
-    cols = ("#", "strategy", "b", "recompute", "m", "step", "MFU", "memory/GPU", "tokens/s",
-            "$/step", "$/day", "$/M tokens")  # fmt: skip
+    cols = ("#", "strategy", "GPUs", "b", "recompute", "m", "step", "MFU", "memory/GPU",
+            "tokens/s", "$/step", "$/day", "$/M tokens")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="left" if col in ("strategy", "recompute") else "right")
     for i, p in enumerate(plans, start=1):
         j = p.to_json()
         rate = p.cluster.usd_per_second
         table.add_row(
-            str(i), p.strategy, str(p.training.micro_batch), p.training.recompute,
+            str(i), p.strategy, f"{p.cluster.gpus:,}", str(p.training.micro_batch),
+            p.training.recompute,
             str(p.micro_batches), _t(p.step_time_s), _pct(p.mfu),
             format_bytes(p.memory_bytes_per_gpu),
             f"{j['tokens_per_s']:,.0f}" if j["tokens_per_s"] else "-", _usd(p.step_usd),

@@ -76,12 +76,13 @@ class SearchResult:
     plans: list[Plan]
     limits: str
     objective: str
+    nodes: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         """``{"considered": N, "fitting": n, "objective", "limits", "plans": [...]}``."""
         return {
             "considered": self.considered, "fitting": self.fitting,
-            "objective": self.objective, "limits": self.limits,
+            "objective": self.objective, "limits": self.limits, "nodes": list(self.nodes),
             "plans": [p.to_json() for p in self.plans],
         }  # fmt: skip
 
@@ -282,7 +283,7 @@ def search(
         timer = scorer.timer if cand.nodes == cluster.nodes else None
         plans.append(plan(model, sub, cand.layout, tr, timer))
     return SearchResult(considered, len(scored), plans, limits(plans[0]) if plans else "",
-                        objective)  # fmt: skip
+                        objective, tuple(node_counts))  # fmt: skip
 
 
 def limits(p: Plan) -> str:
