@@ -182,12 +182,6 @@ def test_time_never_falls_as_the_size_grows_for_a_fixed_choice(preset, nodes):
                 last = t
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NVLS's chunk-size efficiency is a step function of "
-    "the size: one more byte past 8 MiB, 64 MiB, 1 GiB doubles the chunk and the "
-    "call takes ~8-12% less time (dgx-h100 all-reduce: 361 us at 64 MiB - 1 B, 317 us at 64 MiB)",
-)
 @pytest.mark.parametrize("edge", [8 * MiB, 64 * MiB, GiB])
 def test_nvls_time_never_falls_as_the_size_grows(edge):
     c = get_cluster("dgx-h100")

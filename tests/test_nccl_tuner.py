@@ -65,7 +65,7 @@ def entry_of(collective, topo, algorithm: str, protocol: str) -> tuner.Entry:
 def test_defaults_leave_everything_to_nccl():
     s = env()
     assert s.algos is None and s.protos is None
-    assert (s.nvls, s.collnet, s.pat) == (True, False, True)  # NVLS, PAT auto; CollNet off
+    assert (s.nvls, s.collnet, s.pat) == (True, False, 2)  # NVLS on, CollNet off, PAT auto (2)
 
 
 def test_an_empty_value_is_as_if_unset():
@@ -550,15 +550,35 @@ def test_nvls_runs_on_its_16_hopper_channels():
     assert tuner.channels_used(e, AR, 1 << 20, topo) == 16  # "always comm->nvlsChannels"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NCCL 2.27-2.30 run NVLS_NCHANNELS_SM100_NVL = 24 "
-    "channels on one Blackwell NVLink domain (nvls.cc), 32 only across nodes",
-)
 def test_nvls_on_one_blackwell_node_runs_24_channels():
+    """NVLS_NCHANNELS_SM100_NVL = 24 inside one NVLink domain, _SM100 = 32 across nodes
+    (src/transport/nvls.cc, 2.27-2.30)."""
     topo = topology(get_cluster("dgx-b200"), 1)
     (e,) = [x for x in tuner.table(AR, topo, env()) if x.algorithm == "nvls"]
     assert tuner.channels_used(e, AR, 1 << 30, topo) == 24
+    two = topology(get_cluster("dgx-b200"), 2)
+    (e2,) = [x for x in tuner.table(AR, two, env()) if x.algorithm == "nvls_tree"]
+    assert tuner.channels_used(e2, AR, 1 << 30, two) == 32
+
+
+def test_pat_enable_1_forces_pat_on_all_gather_and_reduce_scatter():
+    """ncclPatEnable (tuning.cc): NCCL_PAT_ENABLE other than 2 is returned as is, so 1 turns
+    PAT on even with several GPUs per node; all-reduce has no PAT."""
+    topo = topology(get_cluster("dgx-h100"), 4)
+    for col in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        assert tuner.enabled(col, "pat", "simple", topo, env(NCCL_PAT_ENABLE="1"))
+        assert not tuner.enabled(col, "pat", "simple", topo, env())
+        assert not tuner.enabled(col, "pat", "ll", topo, env(NCCL_PAT_ENABLE="1"))
+    assert not tuner.enabled(AR, "pat", "simple", topo, env(NCCL_PAT_ENABLE="1"))
+
+
+def test_a_bare_caret_excludes_nothing():
+    """NCCL_ALGO=^ names nothing to exclude: every algorithm stays (NCCL's parser)."""
+    from ringtree.cost.nccl import constants as k
+
+    assert set(env(NCCL_ALGO="^").algos.values()) == {frozenset(k.ALGORITHMS)}
+    topo = topology(get_cluster("dgx-a100"), 4)
+    assert tuner.table(AR, topo, env(NCCL_ALGO="^")) == tuner.table(AR, topo, env())
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ fit; bench/model_vs_published.py reports the error on the systems the fit did no
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,7 +170,7 @@ def nvls_chunk_bytes(nbytes: int, topo: Topology, settings: tuner.Settings) -> i
     (128 KiB), at most 64, 32, 16 KiB when the call is smaller than 64, 8, 2 x channels x
     heads x chunk."""
     heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
-    ops = k.NVLS_CHANNELS.get(topo.arch, 16) * heads
+    ops = tuner.nvls_channels(topo) * heads
     chunk = settings.nvls_chunk
     for times, cap in ((64, 64 * 1024), (8, 32 * 1024), (2, 16 * 1024)):
         if nbytes < times * ops * chunk and chunk > cap:
@@ -210,6 +211,51 @@ def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: 
     return chunk
 
 
+def smooth_chunk_bytes(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
+                       settings: tuner.Settings) -> float:  # fmt: skip
+    """NVLS's (or an NVLS tree's) chunk for a call, made continuous in the size: NCCL's chunk
+    (:func:`nvls_chunk_bytes`, :func:`tree_chunk_bytes`) is a step function of the size, so
+    a model whose efficiency follows it exactly makes a call one byte past a step ~10 %
+    faster than the one before. Here the chunk runs log-linearly in the size from each size
+    where NCCL's chunk grows to the next (from its smallest, 8x below the first step; NCCL's
+    largest above the last): it meets NCCL's at every step and the time never falls as the
+    size grows."""
+
+    def chunk(size: int) -> int:
+        if entry.algorithm == "nvls_tree":
+            ch = tuner.channels_used(entry, collective, size, topo)
+            return tree_chunk_bytes(entry, size, topo, ch, settings)
+        return nvls_chunk_bytes(size, topo, settings)
+
+    knots = _steps_of(chunk)
+    if knots:  # from NCCL's smallest chunk, 8x below its first step (NVLS's steps: 8x, 16x)
+        knots.insert(0, (max(1, knots[0][0] // 8), chunk(1)))
+    lo = max((kn for kn in knots if kn[0] <= nbytes), default=None)
+    hi = min((kn for kn in knots if kn[0] > nbytes), default=None)
+    if lo is None or hi is None:
+        return float(chunk(nbytes))
+    f = math.log(nbytes / lo[0]) / math.log(hi[0] / lo[0])
+    return lo[1] * (hi[1] / lo[1]) ** f
+
+
+def _steps_of(chunk: Callable[[int], int]) -> list[tuple[int, int]]:
+    """``(size, chunk)`` at each size from 1 B to 2**50 B where the non-decreasing step
+    function ``chunk`` takes a new value (bisection on powers of two, then on bytes)."""
+    out: list[tuple[int, int]] = []
+    lo, c_lo = 1, chunk(1)
+    for e in range(1, 51):
+        hi = 1 << e
+        c_hi = chunk(hi)
+        if c_hi != c_lo:
+            a, b = lo, hi
+            while b - a > 1:
+                m = (a + b) // 2
+                a, b = (m, b) if chunk(m) == c_lo else (a, m)
+            out.append((b, chunk(b)))
+        lo, c_lo = hi, c_hi
+    return out
+
+
 def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
                  channels: int, settings: tuner.Settings) -> float:  # fmt: skip
     """The time a pipelined tree needs to fill: every hop but the last waits for a chunk
@@ -240,11 +286,7 @@ def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topolog
     a, proto = entry.algorithm, entry.protocol
     if a in ("nvls", "nvls_tree"):
         bw = tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
-        if a == "nvls_tree":
-            ch = tuner.channels_used(entry, collective, nbytes, topo)
-            c = tree_chunk_bytes(entry, nbytes, topo, ch, settings)
-        else:
-            c = nvls_chunk_bytes(nbytes, topo, settings)
+        c = smooth_chunk_bytes(entry, collective, nbytes, topo, settings)
         c0 = p.nvls_chunk_overhead_bytes
         bw *= min(1.0, (c / (c + c0)) / ((128 * 1024) / (128 * 1024 + c0)))
         if a == "nvls_tree":

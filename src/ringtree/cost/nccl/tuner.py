@@ -54,7 +54,11 @@ class Entry:
         if self.bw_GBps <= 0:
             return math.inf
         bw, lat = self.bw_GBps, self.latency_us
-        if collective is Collective.ALL_REDUCE and self.algorithm == "tree":
+        c = topo.cluster
+        corrected = self.algorithm == "tree" or (  # NCCL 2.30: NVLS trees on Blackwell + x86
+            self.algorithm == "nvls_tree" and c.gpu.sm >= 100 and c.cpu in ("intel", "amd")
+        )
+        if collective is Collective.ALL_REDUCE and corrected:
             i = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
             if 0 <= i < len(k.TREE_CORRECTION[self.protocol]):
                 bw *= k.TREE_CORRECTION[self.protocol][i]
@@ -194,7 +198,7 @@ class Settings:
     protos: dict[str, frozenset[str]] | None
     nvls: bool
     collnet: bool
-    pat: bool
+    pat: int
     raw: dict[str, str]
     #: NCCL_NVLS_CHUNKSIZE (default 128 KiB) and NCCL_NVLSTREE_MAX_CHUNKSIZE (default: 64 KiB
     #: from 4 nodes up, else the NVLS chunk), src/transport/nvls.cc:160-161, 227-231
@@ -216,7 +220,8 @@ class Settings:
             if "NCCL_PROTO" in raw else None,
             nvls=_switch(raw, "NCCL_NVLS_ENABLE", True),
             collnet=_switch(raw, "NCCL_COLLNET_ENABLE", False),
-            pat=_switch(raw, "NCCL_PAT_ENABLE", True),
+            pat=int(raw.get("NCCL_PAT_ENABLE", "2").strip())
+            if _switch(raw, "NCCL_PAT_ENABLE", True) else 0,
             raw=raw,
             nvls_chunk=_bytes(raw, "NCCL_NVLS_CHUNKSIZE") or 128 * 1024,
             nvlstree_max_chunk=_bytes(raw, "NCCL_NVLSTREE_MAX_CHUNKSIZE"),
@@ -271,7 +276,7 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str, frozens
         negate = body.startswith("^")
         items = [x.strip().lower() for x in body.lstrip("^").split(",") if x.strip()]
         bad = [x for x in items if x not in names]
-        if bad or not items:
+        if bad or not (items or negate):  # a bare "^" excludes nothing, as in NCCL
             known = ", ".join(k.NCCL_NAMES[v] for v in sorted(every))
             raise RingtreeError(f"{var}={text!r}: unknown name {bad[0] if bad else body!r}: "
                                 f"expected some of {known}")  # fmt: skip
@@ -310,9 +315,10 @@ def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topolog
         if not (c.sharp and env.collnet and nodes > 1):
             return False
         return algorithm == "collnet_direct" or collective is Collective.ALL_REDUCE
-    if algorithm == "pat":
-        return (collective is not Collective.ALL_REDUCE and env.pat and topo.gpus_per_node == 1
-                and nodes > 1)  # fmt: skip
+    if algorithm == "pat":  # NCCL_PAT_ENABLE=1 forces it; 2 (default): 1 GPU per node only
+        if collective is Collective.ALL_REDUCE or c.gpu.sm < 60 or env.pat == 0:
+            return False
+        return env.pat == 1 or (topo.gpus_per_node == 1 and nodes > 1)
     if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         return algorithm == "ring"
     return algorithm in ("ring", "tree")
@@ -346,12 +352,20 @@ def choose(collective: Collective, nbytes: int, topo: Topology, env: Settings,
     return min(entries, key=lambda e: e.time_us(collective, nbytes, topo))
 
 
+def nvls_channels(topo: Topology) -> int:
+    """The channels NVLS runs (src/transport/nvls.cc): Hopper 16; Blackwell 24 inside one
+    NVLink domain, 32 across nodes."""
+    if topo.nodes == 1 and topo.arch in k.NVLS_CHANNELS_ONE_NODE:
+        return k.NVLS_CHANNELS_ONE_NODE[topo.arch]
+    return k.NVLS_CHANNELS.get(topo.arch, 16)
+
+
 def channels_used(entry: Entry, collective: Collective, nbytes: int, topo: Topology) -> int:
     """The channels NCCL gives one call (``topoGetAlgoInfo``): NVLS its heads' channels;
     ring and tree start from the execution channels and drop one while the call has fewer
     than ``threads x threshold`` bytes per channel."""
     if entry.algorithm in ("nvls", "nvls_tree"):
-        return k.NVLS_CHANNELS.get(topo.arch, 16)
+        return nvls_channels(topo)
     nc = execution_channels(topo)
     threshold = k.THREAD_THRESHOLD[entry.protocol] * k.THREADS[entry.protocol]
     if entry.algorithm == "ring" and entry.protocol == "ll":
