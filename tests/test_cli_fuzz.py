@@ -27,6 +27,7 @@ HUGE = "1" + "0" * 400  # 401 digits: Python's int() takes it, floats do not
 OVER_CORES = str(RANKS_PER_CORE * (os.cpu_count() or 1) + 1)
 COST = ["cost", "all-reduce", "-n", "8", "--size", "1MB", "--link", "ib-hdr"]
 PLAN = ["plan", "--model", "7b", "--gpus", "8"]
+HWPLAN = ["plan", "--model", "70b", "--cluster", "dgx-h100", "--nodes", "2"]
 XOVER = ["crossover", "all-reduce", "-n", "8", "--link", "ib-hdr"]
 
 # (expected exit status, argv); {tmp} is a scratch folder holding garbage.toml (not TOML),
@@ -164,6 +165,18 @@ CASES: list[tuple[int, list[str]]] = [
     (VALID, ["plan", "--model", "70b", "--gpus", "131072", "--strategy", "zero3", "--json"]),
     (VALID, [*PLAN, "--micro-batch", "1000000000000", "--json"]),
     (REFUSED, [*PLAN, "--micro-batch", "99999999999999999999"]),
+    # plan on a cluster as built, --search
+    (REFUSED, [*HWPLAN, "--nodes", "1000000000"]),
+    (REFUSED, [*HWPLAN, "--search", "--top", "0"]),
+    (REFUSED, [*HWPLAN, "--recompute", "sometimes"]),
+    (REFUSED, [*HWPLAN, "--calibrate-step", "1e30s", "--strategy", "tp=8"]),
+    (REFUSED, [*HWPLAN, "--seq-len", HUGE]),
+    (REFUSED, [*HWPLAN, "--heads", "7"]),
+    (REFUSED, [*HWPLAN, "--strategy", "ep=8"]),
+    (REFUSED, [*HWPLAN, "--svg", "{tmp}/dir.png"]),
+    (VALID, [*HWPLAN, "--micro-batch", "1000000000000", "--json"]),
+    (VALID, [*HWPLAN, "--search", "--global-batch", "1", "--json"]),
+    (VALID, [*HWPLAN, "--global-batch", "1000000000000", "--search", "--json"]),
     # run: every one refused before a process starts
     (REFUSED, ["run", "-n", "100000", "all-reduce"]),
     (REFUSED, ["run", "-n", "1025", "all-reduce", "--force"]),
