@@ -92,6 +92,9 @@ DEEPSPEED = ("bloom176b", "mt-nlg530b")
 #: Sources whose framework had no asynchronous TP all-reduce in the backward (Megatron-LM
 #: added it in late 2021; the DeepSpeed forks of 2021-22 did not have it).
 NO_TP_OVERLAP = ("narayanan2021", "mt-nlg530b", "bloom176b")
+#: Sources whose context parallelism gathers keys and values with the latency exposed (Llama 3,
+#: Dubey et al. 2024, 3.3.2) rather than overlapping a ring with attention.
+ALL_GATHER_CP = ("llama3",)
 #: Sources whose era had no sequence parallelism (Korthikanti et al. 2022 introduced it).
 NO_SP = ("narayanan2021", "mt-nlg530b", "bloom176b")
 
@@ -212,7 +215,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                         tr = Training(micro_batch=b, global_batch=glob, recompute=rc,
                                       attention=attention, dp_overlap=overlap,
                                       framework=framework,
-                                      tp_overlap=run.source not in NO_TP_OVERLAP)  # fmt: skip
+                                      tp_overlap=run.source not in NO_TP_OVERLAP,
+                                      cp_overlap=run.source not in ALL_GATHER_CP)  # fmt: skip
                         out.append((lay, tr))
     return out
 

@@ -74,3 +74,24 @@ def test_search_needs_a_cluster_as_built():
     links = Cluster(2, 8, Link("a", 1e11), Link("b", 1e10))
     with pytest.raises(RingtreeError, match="cluster as built"):
         search(PRESETS["7b"], links, Training())
+
+
+def test_all_gather_context_parallelism_exposes_its_transfers():
+    """cp_overlap=False (Llama 3's all-gather CP, Dubey et al. 2024 3.3.2): the key/value
+    transfers hide nothing, the step grows by what ring attention hid of them, and a layout
+    without CP does not change."""
+    m, c = PRESETS["llama3-8b"], from_hardware(H100, 4)
+    lay = Layout("zero1", 8, 2, 1, True, 2)
+    ring = plan(m, c, lay, Training(global_batch=64), with_verdict=False)
+    gather = plan(m, c, lay, Training(global_batch=64, cp_overlap=False), with_verdict=False)
+    pairs = list(zip(ring.collectives, gather.collectives, strict=True))
+    cp_ops = [(a, b) for a, b in pairs if a.op.group == "cp"]
+    assert cp_ops and all(b.exposed_s == pytest.approx(b.time_s) for _, b in cp_ops)
+    assert all(a.exposed_s == b.exposed_s for a, b in pairs if a.op.group != "cp")
+    hidden = sum(b.exposed_s - a.exposed_s for a, b in cp_ops)
+    assert hidden > 0
+    assert gather.step_time_s - ring.step_time_s == pytest.approx(hidden, rel=1e-6)
+    flat = Layout("zero1", 16, 2, 1, True, 1)
+    a = plan(m, c, flat, Training(global_batch=64), with_verdict=False)
+    b = plan(m, c, flat, Training(global_batch=64, cp_overlap=False), with_verdict=False)
+    assert a.step_time_s == b.step_time_s

@@ -151,7 +151,9 @@ def per_micro_batch(
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
                   training.recompute == "full", training.framework == MEGATRON)  # fmt: skip
     priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, timer, training.itemsize)
-    per_layer = {ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd}
+    per_layer = {}
+    if training.cp_overlap:
+        per_layer.update({ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd})
     if training.tp_overlap:
         per_layer[WGRAD] = mb.wgrad
     exposed = []

@@ -47,6 +47,10 @@ class Training:
     tp_overlap: the backward's TP collectives overlap the weight-gradient GEMMs (Megatron-LM's
     asynchronous all-reduce of the input gradient, since late 2021); False: on the critical
     path like the forward's.
+    cp_overlap: context parallelism's key/value transfers overlap the layer's attention
+    (Megatron-Core's ring attention); False: they are on the critical path (all-gather-based
+    context parallelism, as Llama 3 trained: "the all-gather communication latency is exposed
+    in the critical path", Dubey et al. 2024, section 3.3.2).
     """
 
     itemsize: int = 2
@@ -64,6 +68,7 @@ class Training:
     nccl_env: tuple[tuple[str, str], ...] = ()
     framework: str = MEGATRON
     tp_overlap: bool = True
+    cp_overlap: bool = True
 
 
 @dataclass(frozen=True)
