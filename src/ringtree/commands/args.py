@@ -28,26 +28,25 @@ MIN_POSITIVE_NUMBER, MAX_NUMBER = 1e-9, 1e12
 MIN_POSITIVE_TIME_S = 1e-9
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (number of ranks, iterations, chunks)."""
+def _whole_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+        value = None
+    if value is None or value < low:
+        got = repr(text) if value is None else value
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {got}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (number of ranks, iterations, chunks)."""
+    return _whole_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """An integer >= 0 (a root rank)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
+    return _whole_at_least(text, 0)
 
 
 def int_up_to(limit: int, why: str, *, low: int = 1) -> Callable[[str], int]:
