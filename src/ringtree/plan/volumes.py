@@ -267,81 +267,18 @@ def _data_parallel(
 def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) -> list[CommOp]:
     """2 collectives per layer forward (4 with sp), on the critical path, again when full
     recomputation repeats the forward; as many backward, beside the weight gradients."""
-    src = MEGATRON if fwd == 1 else MEGATRON + "; " + RECOMPUTE
-    if not layout.sp:
-        ar = Collective.ALL_REDUCE
-        return [
-            _even(
-                "all-reduce activations (tp fwd)",
-                ar,
-                TP,
-                act,
-                2 * fwd * layers,
-                m,
-                None,
-                src,
-                phase=FORWARD,
-            ),
-            _even(
-                "all-reduce activations (tp bwd)",
-                ar,
-                TP,
-                act,
-                2 * layers,
-                m,
-                WGRAD,
-                MEGATRON,
-                phase=BACKWARD,
-            ),
-        ]
-    rs, ag = Collective.REDUCE_SCATTER, Collective.ALL_GATHER
-    src = SEQ_PAR if fwd == 1 else SEQ_PAR + "; " + RECOMPUTE
-    return [
-        _even(
-            "all-gather activations (sp fwd)",
-            ag,
-            TP,
-            act,
-            2 * fwd * layers,
-            m,
-            None,
-            src,
-            phase=FORWARD,
-        ),
-        _even(
-            "reduce-scatter activations (sp fwd)",
-            rs,
-            TP,
-            act,
-            2 * fwd * layers,
-            m,
-            None,
-            src,
-            phase=FORWARD,
-        ),
-        _even(
-            "all-gather activations (sp bwd)",
-            ag,
-            TP,
-            act,
-            2 * layers,
-            m,
-            WGRAD,
-            SEQ_PAR,
-            phase=BACKWARD,
-        ),
-        _even(
-            "reduce-scatter activations (sp bwd)",
-            rs,
-            TP,
-            act,
-            2 * layers,
-            m,
-            WGRAD,
-            SEQ_PAR,
-            phase=BACKWARD,
-        ),
-    ]
+    if layout.sp:  # (name, collective) forward, then backward
+        pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER),
+                 ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER)]  # fmt: skip
+        source = SEQ_PAR
+    else:
+        pairs, source = [("all-reduce activations (tp {})", Collective.ALL_REDUCE)], MEGATRON
+    fwd_source = source if fwd == 1 else f"{source}; {RECOMPUTE}"
+    forward = [_even(name.format("fwd"), col, TP, act, 2 * fwd * layers, m, None, fwd_source,
+                     phase=FORWARD) for name, col in pairs]  # fmt: skip
+    backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
+                      phase=BACKWARD) for name, col in pairs]  # fmt: skip
+    return forward + backward
 
 
 def _context_parallel(model: Model, layout: Layout, batch: Batch, layers: int) -> list[CommOp]:
