@@ -20,8 +20,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: venv
 	$(BIN)/ringtree demo
 
+# lint-imports: the import contracts of pyproject.toml (DESIGN.md's layers).
 # RINGTREE_REQUIRE_MPI: the MPI tests fail (instead of skipping) when MPI is missing.
 test: venv
+	$(BIN)/lint-imports
 	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest
 
 lint: venv

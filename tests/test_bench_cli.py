@@ -63,9 +63,7 @@ def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_p
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
-    with pytest.raises(SystemExit) if argv[:2] in (["-f", "x"], ["-b", "-4K"]) else _nothing():
-        code = main(["bench", "-n", "2", *argv])
-        assert code == 2
+    assert main(["bench", "-n", "2", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ringtree: error: ") and message in err and err.count("\n") == 1
 
@@ -80,11 +78,3 @@ def test_calibrate_and_validate_refuse_bad_input(tmp_path, capsys):
     bad.write_text("not = [toml")
     assert main(["validate", "--profile", str(bad), "-n", "2"]) == 2
     assert "not valid TOML" in capsys.readouterr().err
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return False

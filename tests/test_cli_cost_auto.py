@@ -82,3 +82,14 @@ def test_bad_input_is_one_line_exit_2(env, argv):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_any_n_from_closed_forms_leaving_out_those_that_walk_every_rank(capsys, monkeypatch):
+    monkeypatch.delenv("RINGTREE_ALGO", raising=False)
+    r = row(capsys, ["cost", "all-reduce", "--size", "1GB", "-n", "100000000", "--link", "ib-hdr"])
+    assert {c["algorithm"] for c in r["candidates"]} == {"ring", "recursive", "pairwise"}
+    for name in ("tree", "dbtree", "rabenseifner"):
+        assert "closed form walks every rank" in r["skipped"][name]
+    argv = ["cost", "all-reduce", "--size", "1GB", "-n", "65537", "--link", "ib-hdr"]
+    assert main([*argv, "--algorithm", "tree"]) == 2
+    assert "priced on up to 65,536 ranks" in capsys.readouterr().err

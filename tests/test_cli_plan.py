@@ -145,3 +145,98 @@ def test_table_says_when_hierarchical_was_used(capsys):
     out = capsys.readouterr().out
     assert "hierarchical" in out
     assert "all-reduce grads: hierarchical (8 nodes x 8)" in out
+
+
+HW = ["plan", "--model", "70b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch", "256"]
+
+
+def test_cluster_preset_recompute_and_memory(capsys):
+    (sel,) = plans(capsys, *HW, "--strategy", "tp=8,pp=2,sp", "--recompute", "selective")
+    (full,) = plans(capsys, *HW, "--strategy", "tp=8,pp=2,sp", "--recompute", "full")
+    for p in (sel, full):
+        assert {
+            "dp",
+            "tp",
+            "pp",
+            "step_time_s",
+            "mfu",
+            "hfu",
+            "memory_per_gpu_bytes",
+            "fits",
+        } <= set(p)
+        assert 0.2 < p["mfu"] < 0.75 and p["hfu"] >= p["mfu"]
+        assert p["collectives"][1]["algorithm"].startswith("nccl ")
+    assert 1.15 <= full["step_time_s"] / sel["step_time_s"] <= 1.45  # an extra forward
+    assert full["memory_per_gpu_bytes"] < sel["memory_per_gpu_bytes"]
+    assert full["memory"]["activations_bytes"] < sel["memory"]["activations_bytes"]
+
+
+def test_table_of_a_cluster_as_built(capsys):
+    assert main([*HW, "--strategy", "zero1,tp=8,pp=2,sp", "--recompute", "selective"]) == 0
+    out = capsys.readouterr().out
+    assert "8 nodes of 8 (dgx-h100" in out and "MFU" in out and "memory per GPU" in out
+    assert main([*HW, "--strategy", "tp=8,pp=2,sp"]) == 0
+    out = capsys.readouterr().out
+    assert "does not fit: needs" in out and "it fits with" in out
+
+
+def test_search_json_and_table(capsys, tmp_path):
+    argv = ["plan", "--model", "13b", "--cluster", "dgx-h100", "--nodes", "4",
+            "--global-batch", "64"]  # fmt: skip
+    assert main([*argv, "--search", "--top", "3", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["considered"] > 1000 and len(d["plans"]) == 3
+    steps = [p["step_time_s"] for p in d["plans"]]
+    assert steps == sorted(steps) and all(p["fits"] for p in d["plans"])
+    chrome = tmp_path / "best.json"
+    assert main([*argv, "--search", "--top", "2", "--price-gpu-hour", "3", "--chrome",
+                 str(chrome)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "searched" in out and "what limits the best" in out and "$/M tokens" in out
+    assert json.loads(chrome.read_text())["traceEvents"]
+
+
+def test_calibrate_step(capsys):
+    argv = [*HW, "--strategy", "zero1,tp=8,pp=2,sp", "--recompute", "selective"]
+    assert main([*argv, "--calibrate-step", "20s", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["plans"][0]["step_time_s"] == pytest.approx(20, rel=1e-4)
+    assert "calibrated: GEMMs reach" in captured.err
+
+
+def test_mixtral_expert_parallel_lists_the_all_to_alls(capsys):
+    argv = ["plan", "--model", "mixtral-8x7b", "--gpus", "64", "--gpus-per-node", "8",
+            "--intra", "nvlink4", "--inter", "ib-ndr", "--strategy", "ep=8,tp=1"]  # fmt: skip
+    (p,) = plans(capsys, *argv)
+    a2a = [c for c in p["collectives"] if c["kind"] == "all-to-all"]
+    assert len(a2a) == 2
+    per_call = 2 * 4096 * 4096 * 2  # k b s h p (docs/plan.md)
+    for c in a2a:
+        assert c["bytes_per_call"] == per_call
+        assert c["bytes_per_gpu"] == 2 * 32 * per_call * 7 // 8  # (ep-1)/ep leaves the GPU
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*HW[:-2], "--search", "--compare"],
+        [*HW, "--search", "--strategy", "tp=8"],
+        ["plan", "--model", "70b", "--cluster", "dgx-z900", "--nodes", "2"],
+        ["plan", "--model", "70b", "--cluster", "dgx-h100"],  # no --nodes
+        ["plan", "--model", "70b", "--cluster", "dgx-h100", "--nodes", "2", "--intra", "nvlink4"],
+        [*HW, "--recompute", "sometimes"],
+        [*HW, "--efficiency", "1.5"],
+        [*HW, "--calibrate-step", "2s"],  # which strategy was measured?
+        [*HW, "--strategy", "ep=8"],  # a dense model
+        [*HW[:-1], "12", "--strategy", "tp=8,pp=2,v=2"],  # 3 micro-batches: not a multiple
+        [*HW, "--strategy", "pp=2,v=2,tp=8", "--chrome", "/nonexistent/dir/x.json"],
+        ["plan", "--gpus", "8", "--params", "7e9", "--cluster", "dgx-h100", "--search"],
+        [*HW, "--search", "--objective", "speed"],
+    ],
+)
+def test_bad_plan_input_is_one_line_exit_2(argv):
+    proc = run_cli(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith("ringtree: error:")

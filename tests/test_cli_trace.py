@@ -73,7 +73,7 @@ def test_trace_writes_svg_html_and_chrome_files(tmp_path):
 def test_trace_file_errors_are_one_line_and_come_before_any_output(tmp_path):
     proc = run_cli("trace", "all-reduce", "-n", "4", "--svg", str(tmp_path / "no" / "x.svg"))
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.startswith("ringtree: error: cannot write")
+    assert proc.stderr.startswith("ringtree: error: argument --svg: cannot write")
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = run_cli("trace", "all-gather", "-n", "40", "--html", str(tmp_path / "x.html"))
     assert proc.returncode == 2 and proc.stdout == "" and "40 ranks" in proc.stderr

@@ -104,6 +104,35 @@ def test_trace_has_a_track_per_rank_and_the_transport_bytes(lab, tmp_path):
     assert len(steps) == 2 * 2 * STEPS
 
 
+def test_trace_slices_of_a_track_nest_and_backward_holds_the_buckets(lab):
+    """Chrome's X slices of one track must nest or be disjoint; every step has a backward
+    slice inside it, and every bucket's all-reduce ends inside its step's backward pass (DDP
+    waits for every bucket before backward returns)."""
+    events = lab_chrome_trace(lab)["traceEvents"]
+    by_track = {}
+    for e in (e for e in events if e["ph"] == "X"):
+        by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_track.values():
+        spans.sort(key=lambda x: (x[0], -x[1]))
+        open_ends = []
+        for start, end in spans:
+            while open_ends and open_ends[-1] <= start + 1e-3:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1] + 1e-3  # nests in the open slice
+            open_ends.append(end)
+    for runs in lab.runs.values():
+        for rr in runs:
+            assert len(rr.backward_start_s) == len(rr.step_start_s) == STEPS
+            for k in range(STEPS):
+                assert rr.step_start_s[k] <= rr.backward_start_s[k] <= rr.backward_end_s[k]
+                assert rr.backward_end_s[k] <= rr.step_end_s[k]
+                for b in (b for b in rr.buckets if b["step"] == k + 1):
+                    assert rr.backward_start_s[k] <= b["t_start_s"] <= b["t_end_s"]
+                    assert b["t_end_s"] <= rr.backward_end_s[k]
+    backward = [e for e in events if e["ph"] == "X" and e["cat"] == "backward"]
+    assert len(backward) == 2 * 2 * STEPS
+
+
 def _children():
     """Processes whose parent is this one (Linux /proc), zombies excluded."""
     me, out = os.getpid(), []

@@ -5,8 +5,10 @@ import pytest
 from ringtree.cost.model import Link
 from ringtree.errors import RingtreeError
 from ringtree.plan.cluster import Cluster
-from ringtree.plan.model import PRESETS, Model
-from ringtree.plan.planner import Training, compare, plan
+from ringtree.plan.model import Model
+from ringtree.plan.planner import compare, plan
+from ringtree.plan.presets import PRESETS
+from ringtree.plan.record import Training
 from ringtree.plan.strategy import parse_strategy
 
 FAST = Link("fast", 100e9, alpha_s=2e-6)

@@ -9,7 +9,8 @@ import pytest
 
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
-from ringtree.plan.model import PRESETS, Model
+from ringtree.plan.model import Model
+from ringtree.plan.presets import PRESETS
 from ringtree.plan.strategy import Layout
 from ringtree.plan.volumes import Batch, model_state_bytes, step_collectives
 
@@ -78,7 +79,9 @@ def test_tensor_parallel_four_all_reduces_per_layer():
 
 def test_sequence_parallel_same_bytes_twice_the_calls():
     ops = step_collectives(PRESETS["7b"], Layout("ddp", 1, 8, 1, sp=True), Batch(2, 1, 1))
-    kinds = {o.collective: o.calls for o in ops}
+    kinds: dict = {}
+    for o in ops:  # forward and backward are separate ops (the backward's overlap differs)
+        kinds[o.collective] = kinds.get(o.collective, 0) + o.calls
     assert kinds == {Collective.REDUCE_SCATTER: 4 * L, Collective.ALL_GATHER: 4 * L}
     assert {o.bytes_per_call for o in ops} == {S * H * 2}
 
@@ -114,3 +117,41 @@ def test_tp_needs_a_shape():
 def test_model_states_memory(flavor, per_psi):
     got = model_state_bytes(PRESETS["7b"], Layout(flavor, 64, 1, 1), 2)
     assert got == pytest.approx(per_psi * PSI_7B, rel=1e-9)
+
+
+def test_expert_parallel_all_to_alls_per_moe_layer():
+    from ringtree.plan.volumes import ALL_TO_ALL, alltoall_bytes
+
+    m = PRESETS["mixtral-8x7b"]
+    ops = by_op(step_collectives(m, Layout("ddp", 64, 1, 1, ep=8), Batch(2, 1, 3)))
+    fwd, bwd = (
+        ops["all-to-all dispatch+combine (ep fwd)"],
+        ops["all-to-all dispatch+combine (ep bwd)"],
+    )
+    a = 2 * 1 * 4096 * 4096 * 2  # c k b s h p: top-2 of 4096 tokens of 4096, fp16
+    assert alltoall_bytes(m, Layout("ddp", 64, 1, 1, ep=8), Batch(2, 1, 3)) == a
+    for op in (fwd, bwd):
+        assert (op.kind, op.group, op.bytes_per_call) == (ALL_TO_ALL, "ep", a)
+        assert op.calls == 2 * 32 * 3  # dispatch + combine, 32 MoE layers, 3 micro-batches
+    full = by_op(step_collectives(m, Layout("ddp", 64, 1, 1, ep=8), Batch(2, 1, 3, None, True)))
+    assert full["all-to-all dispatch+combine (ep fwd)"].calls == 2 * fwd.calls  # recomputed
+    # experts' gradients are reduced over the ranks holding the same experts (dp / ep)
+    assert ops["all-reduce grads (experts)"].group == "edp"
+
+
+def test_context_parallel_ring_and_gradients_over_dp_and_cp():
+    m = PRESETS["llama3-8b"]
+    ops = by_op(step_collectives(m, Layout("zero1", 4, 2, 1, cp=4), Batch(2, 1, 1)))
+    send = ops["send keys+values (cp fwd)"]
+    assert send.calls == 3 * 32  # cp - 1 blocks per layer
+    assert send.bytes_per_call == 2 * (8192 // 4) * (8 // 2) * 128 * 2  # K and V of b s/cp
+    assert ops["reduce-scatter grads"].group == "dpcp"
+
+
+def test_full_recomputation_repeats_the_forward_tp_collectives():
+    plain = by_op(step_collectives(PRESETS["7b"], Layout("ddp", 1, 8, 1), Batch(2, 1, 1)))
+    full = by_op(
+        step_collectives(PRESETS["7b"], Layout("ddp", 1, 8, 1), Batch(2, 1, 1, None, True))
+    )
+    name = "all-reduce activations (tp fwd)"
+    assert full[name].calls == 2 * plain[name].calls == 4 * L

@@ -121,7 +121,7 @@ def test_malformed_profiles_are_one_line_errors_exit_2(tmp_path, capsys, content
         ["validate", "--profile", str(path), "-n", "2"],
     ):
         with pytest.raises(SystemExit) as e:
-            main(argv) if argv[0] != "validate" else _exit(main(argv))
+            _exit(main(argv))
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith("ringtree: error: ") and err.count("\n") == 1

@@ -143,3 +143,30 @@ def test_printed_time_round_trips_to_its_figure(seconds):
     assert parse_time(text.replace(" ", "").replace(",", "")) == pytest.approx(
         figure(seconds), rel=1e-9
     )
+
+
+def test_sizes_are_exact_and_at_most_two_to_the_sixty():
+    assert parse_size("9007199254740993") == 9007199254740993  # not rounded through a float
+    assert parse_size("1e18") == 10**18 and parse_size(str(2**60)) == 2**60
+    assert parse_size("0e-999999999") == 0
+    for text in (str(2**60 + 1), "1e19", "1e30", "1e400", "1e999999999", 2**63):
+        with pytest.raises(RingtreeError, match=r"too large: at most 2\*\*60"):
+            parse_size(text)
+    for text in ("4096.0000000000000000000000000001", "1e-50"):
+        with pytest.raises(RingtreeError, match="not a whole number"):
+            parse_size(text)
+    assert parse_params("1.5T") == 1_500_000_000_000
+    with pytest.raises(RingtreeError, match="too large"):
+        parse_params("1e30")
+
+
+@pytest.mark.parametrize("text", ["1e400s", "1e8s", "400000h"])
+def test_times_are_at_most_a_year(text):
+    with pytest.raises(RingtreeError, match="at most a year"):
+        parse_time(text)
+
+
+@pytest.mark.parametrize("text", ["1e400GB/s", "1e-300B/s", "0.5B/s", "1001TB/s"])
+def test_bandwidths_stay_where_times_are_finite(text):
+    with pytest.raises(RingtreeError, match="out of range"):
+        parse_bandwidth(text)

@@ -12,6 +12,8 @@ from typing import Any
 
 from rich.console import Console
 
+from ringtree.errors import RingtreeError
+
 
 def stdout_console() -> Console:
     """A console for data on stdout (wide when piped)."""
@@ -24,6 +26,13 @@ def stderr_console() -> Console:
 
 
 def print_json(obj: Any) -> None:
-    """``obj`` as indented JSON on stdout."""
-    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
-    sys.stdout.write("\n")
+    """``obj`` as indented JSON on stdout; a RingtreeError (nothing printed) when a figure is
+    infinite or NaN, which JSON cannot hold."""
+    try:
+        text = json.dumps(obj, indent=2, allow_nan=False)
+    except ValueError as e:
+        raise RingtreeError(
+            f"a result is infinite or NaN, which JSON cannot hold ({e}): the inputs are "
+            "out of the range the model computes in"
+        ) from None
+    sys.stdout.write(text + "\n")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import ROUND_DOWN, Decimal
+from fractions import Fraction
 
 from ringtree.errors import RingtreeError
 
@@ -25,18 +26,28 @@ _SIZE_UNITS = {
     "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
     "ti": 2**40, "tib": 2**40,
 }  # fmt: skip
+#: The largest size (and parameter count) anything takes: 2**60 bytes, 1 EiB (about 1.15e18 B).
+#: Byte counts stay exact in 64-bit integers with room for what schedules multiply them by (an
+#: all-reduce sends 2(N-1)/N S per rank), and no buffer comes near it.
+MAX_SIZE_BYTES = 2**60
+#: The longest time anything takes (a compute step, a latency, a timeout): a year.
+MAX_TIME_S = 365 * 86400
+#: Bandwidths from 1 B/s to 1e15 B/s (1000 TB/s, over a thousand times NVLink 5): beyond
+#: either end the predicted times leave the floating-point range.
+MIN_BANDWIDTH_BPS, MAX_BANDWIDTH_BPS = 1.0, 1e15
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/\u00b5]*)\s*$")
 
 
 def parse_size(text: str | int) -> int:
     """Bytes from ``"14GB"``, ``"64MiB"``, ``"4K"`` (= 4000) or a plain integer.
 
-    Rejects negative, non-integral and unknown-unit values with a one-line RingtreeError.
+    Rejects negative, non-integral, unknown-unit and larger than ``MAX_SIZE_BYTES`` (2**60)
+    values with a one-line RingtreeError.
     """
     if isinstance(text, int):
         if text < 0:
             raise RingtreeError(f"size must be >= 0 bytes, got {text}")
-        return text
+        return _whole(Fraction(text), str(text), "size")
     if text.strip().startswith("-"):
         raise RingtreeError(f"size {text!r} is negative: expected bytes >= 0 like 4096 or 14GB")
     m = _NUMBER_UNIT.match(text)
@@ -46,9 +57,40 @@ def parse_size(text: str | int) -> int:
             f"malformed size {text!r}: expected bytes like 4096, 64KB, 14GB or 64MiB "
             "(GB = 1e9, GiB = 2**30)"
         )
-    value = float(m.group(1)) * _SIZE_UNITS[unit]
-    if value != int(value):
-        raise RingtreeError(f"size {text!r} is not a whole number of bytes")
+    return _whole(_exact(m.group(1), text, "size") * _SIZE_UNITS[unit], text, "size")
+
+
+def _too_large(text: str, what: str) -> RingtreeError:
+    unit = " bytes (1 EiB)" if what == "size" else ""
+    return RingtreeError(
+        f"{what} {text!r} is too large: at most 2**60 = {MAX_SIZE_BYTES:,}{unit}, "
+        "so that byte counts stay exact in 64-bit integers"
+    )
+
+
+def _exact(number: str, text: str, what: str) -> Fraction:
+    """The decimal ``number`` exactly (9007199254740993 stays odd, 1e18 is 10**18); a
+    RingtreeError when it is 1e19 or more, beyond MAX_SIZE_BYTES whatever the unit."""
+    d = Decimal(number)
+    if d == 0:
+        return Fraction(0)
+    if d.adjusted() >= 19:  # 1e999999999 would take forever as an integer
+        raise _too_large(text, what)
+    if d.adjusted() < -40:  # under 1e-40 x 2**40: no whole number of anything
+        return Fraction(1, 10**41)
+    return Fraction(d)
+
+
+def _whole(value: Fraction, text: str, what: str) -> int:
+    """``value`` as an int; RingtreeError when over MAX_SIZE_BYTES or not whole."""
+    if value > MAX_SIZE_BYTES:
+        raise _too_large(text, what)
+    if value.denominator != 1:
+        raise RingtreeError(
+            f"size {text!r} is not a whole number of bytes"
+            if what == "size"
+            else f"{what} {text!r} must be a whole number >= 1"
+        )
     return int(value)
 
 
@@ -92,7 +134,10 @@ def parse_time(text: str) -> float:
     if unit not in _TIME_UNITS:
         raise RingtreeError(f"malformed time {text!r}: expected {accepted}")
     mul, div = _TIME_UNITS[unit]
-    return value * mul / div
+    seconds = value * mul / div
+    if not seconds <= MAX_TIME_S:  # also inf (1e400s)
+        raise RingtreeError(f"time {text!r} is too long: at most a year ({MAX_TIME_S:,} s)")
+    return seconds
 
 
 _BYTE_PREFIX = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -119,7 +164,13 @@ def parse_bandwidth(text: str) -> float:
         scale = _BYTE_PREFIX[prefix] / (8 if bits else 1)
     if value <= 0:
         raise RingtreeError(f"bandwidth {text!r} must be > 0")
-    return value * scale
+    bps = value * scale
+    if not MIN_BANDWIDTH_BPS <= bps <= MAX_BANDWIDTH_BPS:  # also inf (1e400GB/s)
+        raise RingtreeError(
+            f"bandwidth {text!r} is out of range: expected 1 B/s to 1000 TB/s (1e15 B/s), "
+            "beyond which predicted times leave the floating-point range"
+        )
+    return bps
 
 
 _PARAM_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
@@ -127,19 +178,20 @@ _PARAM_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10*
 
 def parse_params(text: str | int) -> int:
     """A parameter count from ``"7e9"``, ``"7B"``, ``"500k"``, ``"1.5M"``, ``"1.2T"``
-    (k = 1e3, M = 1e6, B = 1e9, T = 1e12). Must be a whole number >= 1."""
+    (k = 1e3, M = 1e6, B = 1e9, T = 1e12). Must be a whole number from 1 to 2**60."""
+    what, accepted = "parameter count", "a count like 7e9, 7B, 500k or 1.5M"
     if isinstance(text, int):
-        value, unit = float(text), ""
+        count = Fraction(text)
     else:
-        value, unit = _number_unit(text, "parameter count", "a count like 7e9, 7B, 500k or 1.5M")
-    if unit.lower() not in _PARAM_SUFFIX:
-        raise RingtreeError(
-            f"malformed parameter count {text!r}: expected a count like 7e9, 7B, 500k or 1.5M"
-        )
-    count = value * _PARAM_SUFFIX[unit.lower()]
-    if count < 1 or count != int(count):
-        raise RingtreeError(f"parameter count {text!r} must be a whole number >= 1")
-    return int(count)
+        if text.strip().startswith("-"):
+            raise RingtreeError(f"{what} {text!r} is negative: expected {accepted}")
+        m = _NUMBER_UNIT.match(text)
+        if m is None or m.group(2).lower() not in _PARAM_SUFFIX:
+            raise RingtreeError(f"malformed {what} {text!r}: expected {accepted}")
+        count = _exact(m.group(1), text, what) * _PARAM_SUFFIX[m.group(2).lower()]
+    if count < 1:
+        raise RingtreeError(f"{what} {text!r} must be a whole number >= 1")
+    return _whole(count, str(text), what)
 
 
 # -- printing figures the seed's way -----------------------------------------------------------

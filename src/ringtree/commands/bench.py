@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from ringtree.bench.plots import check_plot_path, plot_sweep
+from ringtree.bench.plots import plot_sweep
 from ringtree.bench.result import BenchResult
 from ringtree.bench.table import render_text
 from ringtree.commands import args as A
-from ringtree.commands.sweep_options import add_sweep_options, measure, note, sweep_from
+from ringtree.commands.sweep_options import (
+    add_plot_option,
+    add_sweep_options,
+    check_can_measure,
+    measure,
+    note,
+    sweep_from,
+)
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json
 
@@ -41,12 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         const="-",
         default=None,
         metavar="FILE",
+        type=A.output_file(stdout_dash=True),
         help="print the results as JSON (or write them to FILE)",
     )
-    p.add_argument("--csv", metavar="FILE", help="also write the lines as CSV to FILE")
     p.add_argument(
-        "--plot", metavar="FILE", help="draw time and busbw against size (FILE.png or FILE.svg)"
+        "--csv", metavar="FILE", type=A.output_file(), help="also write the lines as CSV to FILE"
     )
+    add_plot_option(p, "draw time and busbw against size (FILE.png or FILE.svg)")
     p.add_argument(
         "--profile",
         type=A.link,
@@ -65,10 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Measure (or load), print the table or JSON, write CSV and plot; 1 if any line is wrong."""
-    plot = check_plot_path(args.plot) if args.plot else None
+    plot = Path(args.plot) if args.plot else None
     if args.source:
         result = BenchResult.load(args.source)
     else:
+        check_can_measure(args, "bench", [args.backend])
         sweep = sweep_from(args, in_place=args.in_place, link=args.profile)
         found = measure(sweep, args.quiet)
         if found is None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from rich.table import Table
 
 from ringtree.bench.fit import Calibration, Fit, calibrate
-from ringtree.bench.plots import check_plot_path, plot_sweep
+from ringtree.bench.plots import plot_sweep
 from ringtree.bench.result import BenchResult
 from ringtree.collectives import Collective
 from ringtree.commands import args as A
 from ringtree.commands.sweep_options import (
+    add_plot_option,
     add_save_option,
     add_sweep_options,
+    check_can_measure,
     measure,
     note,
     save,
@@ -62,11 +65,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         op_letter=False,
     )
     p.add_argument(
-        "-o", "--output", required=True, metavar="PROFILE.toml", help="where to write the profile"
+        "-o",
+        "--output",
+        required=True,
+        metavar="PROFILE.toml",
+        type=A.output_file(".toml"),
+        help="where to write the profile",
     )
     p.add_argument(
         "--cores",
-        type=A.positive_int,
+        type=A.count,
         default=None,
         help="cores the processes share (default: this machine's)",
     )
@@ -79,11 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_save_option(p)
     p.add_argument("--json", action="store_true", help="print the fits as JSON")
-    p.add_argument(
-        "--plot",
-        metavar="FILE",
-        help="draw the measured points and the fitted model (.png or .svg)",
-    )
+    add_plot_option(p, "draw the measured points and the fitted model (.png or .svg)")
     p.set_defaults(func=run)
 
 
@@ -95,16 +99,10 @@ def _per_backend(path: str | None, backend: str, n_backends: int) -> str | None:
     return f"{stem}-{backend}.{ext}" if dot else f"{path}-{backend}"
 
 
-def _output_path(text: str) -> str:
-    if not text.lower().endswith(".toml"):
-        raise RingtreeError(f"profile {text!r} must end in .toml")
-    return text
-
-
 def run(args: argparse.Namespace) -> int:
     """Measure per transport (or load), fit, write the profile, print the fits."""
-    out = _output_path(args.output)
-    plot = check_plot_path(args.plot) if args.plot else None
+    out = args.output
+    plot = Path(args.plot) if args.plot else None
     cores = args.cores or os.cpu_count() or 1
     results: list[BenchResult] = []
     if args.collective is None:
@@ -112,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if args.source:
         results = [BenchResult.load(path) for path in args.source]
     else:
+        check_can_measure(args, "calibrate", args.backend)
         for backend in dict.fromkeys(args.backend):
             # unpipelined: on one machine the fitted model gains nothing from more chunks (each
             # costs messages, none saves CPU), so the profile runs them with one chunk; the fit

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from ringtree.algorithms import BuildSpec
 from ringtree.commands import args as A
+from ringtree.commands import cost_cluster
 from ringtree.cost.host import HostLink
 from ringtree.cost.links import link_name
 from ringtree.cost.model import Link
@@ -23,6 +23,7 @@ from ringtree.cost.select import AUTO, ENV_VAR
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import (
+    MAX_SIZE_BYTES,
     dtype_bytes,
     format_bandwidth,
     format_bytes,
@@ -49,13 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=A.collective,
         help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
     )
-    size = p.add_mutually_exclusive_group(required=True)
+    size = p.add_mutually_exclusive_group()
     size.add_argument("--size", type=A.size, help="buffer size S in bytes: 14GB, 64MiB, 4096")
     size.add_argument(
         "--params", type=A.params, help="parameter count (7e9, 7B, 500k): S = params x dtype"
     )
     p.add_argument("--dtype", default="fp32", help="element type: fp32 (default), fp16, bf16 ...")
-    A.add_workers(p)
+    A.add_workers(p, required=False)
     p.add_argument(
         "--profile",
         nargs="+",
@@ -83,14 +84,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--model",
-        default=DEFAULT_MODEL,
-        choices=list(MODELS),
-        help=f"cost model (default: {DEFAULT_MODEL})",
+        default=None,
+        choices=[*MODELS, "nccl"],
+        help=f"cost model (default: {DEFAULT_MODEL} on a --link, nccl on a --cluster)",
     )
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument(
         "--chunks",
-        type=A.positive_int,
+        type=A.chunks,
         default=None,
         help="pipeline chunks for chain/tree algorithms (default: the best power of two)",
     )
@@ -140,9 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "for the dollar figures",
     )
     p.add_argument("--json", action="store_true", help='print {"rows": [...]} as JSON')
-    # Let "--size -5GB" reach the size parser (which names the bad value) instead of argparse
-    # reading "-5GB" as an unknown option; no option of this command starts with a digit.
-    p._negative_number_matcher = re.compile(r"^-[0-9.]")
+    cost_cluster.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -150,6 +149,11 @@ def question(args: argparse.Namespace) -> Question:
     """The library's Question from the parsed arguments (RingtreeError on inconsistent ones)."""
     itemsize = dtype_bytes(args.dtype)
     size_bytes = args.size if args.params is None else args.params * itemsize
+    if size_bytes > MAX_SIZE_BYTES:
+        raise RingtreeError(
+            f"--params {args.params:,} x {itemsize} B ({args.dtype}) = {size_bytes:,} B is too "
+            f"large: at most 2**60 = {MAX_SIZE_BYTES:,} B, so that byte counts stay exact"
+        )
     if size_bytes % itemsize:
         raise RingtreeError(f"size {size_bytes} B is not a whole number of {args.dtype} elements")
     price = None
@@ -183,10 +187,24 @@ def question(args: argparse.Namespace) -> Question:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Cost the collective on every link; print a table or JSON."""
+    """Cost the collective on every link (or on a --cluster); print a table or JSON."""
+    if args.cluster is not None:
+        return cost_cluster.run(args)
+    if args.model == "nccl":
+        raise RingtreeError("the nccl model prices a cluster: give --cluster NAME --nodes K")
+    for flag, value in (("-b", args.minbytes), ("-e", args.maxbytes), ("--plot", args.plot),
+                        ("--gpus-per-node", args.gpus_per_node)):  # fmt: skip
+        if value is not None:
+            raise RingtreeError(f"{flag} goes with --cluster (the NCCL model)")
+    if args.ranks is None:
+        raise RingtreeError("give the number of workers: -n N (or --cluster NAME --nodes K)")
+    if args.size is None and args.params is None:
+        raise RingtreeError("give --size S or --params P")
+    args.model = args.model or DEFAULT_MODEL
     args.link = [*args.link, *args.profile]
     if not args.link:
-        raise RingtreeError("give --link L (a preset, custom:...) or --profile FILE.toml")
+        raise RingtreeError("give --link L (a preset, custom:...), --profile FILE.toml or "
+                            "--cluster NAME")  # fmt: skip
     q = question(args)
     rows = cost_rows(q, args.link)
     if args.json:

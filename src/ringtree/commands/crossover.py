@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from rich.table import Table
 
 from ringtree.algorithms import BuildSpec
 from ringtree.commands import args as A
+from ringtree.commands import cost_cluster
 from ringtree.cost.crossover import CrossoverMap, crossover_map
 from ringtree.cost.models import DEFAULT_MODEL, MODELS, parse_model
+from ringtree.cost.nccl import tuner
+from ringtree.cost.nccl.switches import Switches, switch_points
+from ringtree.cost.nccl.topology import topology
+from ringtree.cost.nccl.tuner import NCCL_COLLECTIVES
 from ringtree.cost.select import short_time
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
@@ -27,14 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="For every pair of algorithms of a collective, the buffer sizes at which "
         "their predicted times cross and which wins below and above (e.g. tree below, ring "
         "above), plus the automatic choice by size. Pipelined algorithms are priced at their "
-        "best chunk count for each size.",
+        "best chunk count for each size. On a --cluster: the sizes where NCCL's choice of "
+        "algorithm and protocol changes (LL -> LL128 -> Simple, tree -> ring, NVLS), with "
+        "NCCL_ALGO, NCCL_PROTO and NCCL_NVLS_ENABLE from the environment.",
     )
     p.add_argument(
         "collective",
         type=A.collective,
         help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
     )
-    A.add_workers(p)
+    A.add_workers(p, required=False)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument(
         "--link",
@@ -49,12 +57,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.toml",
         help="a profile from 'ringtree calibrate' (FILE.toml#NAME picks a transport)",
     )
+    where.add_argument(
+        "--cluster",
+        type=cost_cluster.cluster_arg,
+        metavar="NAME|FILE.toml",
+        help="a preset of 'ringtree clusters' or a [cluster] TOML: NCCL's switch points there",
+    )
+    p.add_argument("--nodes", type=A.positive_int, default=1, metavar="K",
+                   help="nodes of the --cluster (default 1)")  # fmt: skip
+    p.add_argument("--gpus-per-node", type=A.positive_int, default=None, metavar="G",
+                   help="GPUs of each node in the job (default: the --cluster's)")  # fmt: skip
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument(
         "--model",
-        default=DEFAULT_MODEL,
-        choices=list(MODELS),
-        help=f"cost model (default: {DEFAULT_MODEL})",
+        default=None,
+        choices=[*MODELS, "nccl"],
+        help=f"cost model (default: {DEFAULT_MODEL} on a --link, nccl on a --cluster)",
     )
     p.add_argument(
         "--ranks-per-node",
@@ -72,6 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--plot",
         metavar="FILE",
         default=None,
+        type=A.output_file(*PLOT_SUFFIXES),
         help="also draw time against size, log-log, crossovers marked (FILE.png or FILE.svg)",
     )
     p.set_defaults(func=run)
@@ -79,13 +98,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the crossovers; print a table or JSON; draw the plot when asked."""
-    if args.plot is not None and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
-        raise RingtreeError(f"plot file {args.plot!r} must end in .png or .svg")
+    if args.cluster is not None:
+        return run_cluster(args)
+    if args.model == "nccl":
+        raise RingtreeError("the nccl model prices a cluster: give --cluster NAME --nodes K")
+    if args.ranks is None:
+        raise RingtreeError("give the number of workers: -n N (or --cluster NAME --nodes K)")
+    for flag, value in (("--nodes", args.nodes != 1), ("--gpus-per-node", args.gpus_per_node)):
+        if value:
+            raise RingtreeError(f"{flag} goes with --cluster (the NCCL model)")
     result = crossover_map(
         args.collective,
         args.ranks,
         args.link,
-        parse_model(args.model),
+        parse_model(args.model or DEFAULT_MODEL),
         itemsize=dtype_bytes(args.dtype),
         spec=BuildSpec(ranks_per_node=args.ranks_per_node),
         min_bytes=args.min_size,
@@ -157,6 +183,85 @@ def plot(m: CrossoverMap, path: Path) -> None:
     ax.set_title(f"{m.collective.value}, {m.n_ranks} workers, {m.link} ({m.model})")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """NCCL's switch points on the cluster: a table or JSON, a plot when asked."""
+    if args.model not in (None, "nccl"):
+        raise RingtreeError(f"--model {args.model} prices a --link; on a --cluster the model is "
+                            "nccl: drop --model or give --link")  # fmt: skip
+    if args.ranks is not None:
+        raise RingtreeError("on a --cluster the ranks are --nodes x --gpus-per-node: drop -n")
+    if args.ranks_per_node is not None:
+        raise RingtreeError("on a --cluster give --gpus-per-node, not --ranks-per-node")
+    if args.collective not in NCCL_COLLECTIVES:
+        raise RingtreeError(f"the NCCL model has no {args.collective.value}")
+    g = args.gpus_per_node or args.cluster.gpus_per_node
+    if args.nodes * g > cost_cluster.MAX_GPUS:
+        raise RingtreeError(f"{args.nodes} nodes x {g} GPUs is more than "
+                            f"{cost_cluster.MAX_GPUS:,} ranks")  # fmt: skip
+    itemsize = dtype_bytes(args.dtype)
+    lo = args.min_size or itemsize
+    if lo > args.max_size:
+        raise RingtreeError(f"--min-size {lo} is more than --max-size {args.max_size}")
+    topo = topology(args.cluster, args.nodes, g)
+    settings = tuner.Settings.for_cluster(args.cluster, os.environ)
+    result = switch_points(args.collective, topo, settings, lo, args.max_size, itemsize=itemsize)
+    if args.json:
+        print_json({**result.record(), "cluster": args.cluster.key})
+    else:
+        render_cluster(args, result)
+    if args.plot is not None:
+        plot_cluster(args, result, Path(args.plot))
+        stderr_console().print(f"wrote {args.plot}")
+    return 0
+
+
+def render_cluster(args: argparse.Namespace, s: Switches) -> None:
+    """NCCL's pick by size range, then each switch point."""
+    console = stdout_console()
+    table = Table(title=f"{s.collective.value} on {s.nodes} x {s.n_ranks // s.nodes} GPUs of "
+                  f"{args.cluster.key}: what NCCL runs by size")  # fmt: skip
+    for name in ("from", "to", "NCCL runs"):
+        table.add_column(name, justify="right" if name != "NCCL runs" else "left")
+    for r in s.ranges:
+        table.add_row(format_bytes(r.lo_bytes), format_bytes(r.hi_bytes), r.choice)
+    console.print(table)
+    for a, b in zip(s.ranges, s.ranges[1:], strict=False):
+        console.print(f"{a.choice} -> {b.choice} at {b.lo_bytes:,} B ({format_bytes(b.lo_bytes)})")
+    if len(s.ranges) == 1:
+        console.print(f"NCCL runs {s.ranges[0].choice} at every size")
+    note = cost_cluster.nccl_settings_note(args.cluster)
+    if note:
+        console.print(f"with {note}")
+
+
+def plot_cluster(args: argparse.Namespace, s: Switches, path: Path) -> None:
+    """Log-log time of every algorithm/protocol NCCL allows, NCCL's pick drawn bold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for name, times in s.times_s.items():
+        ax.plot(s.sizes_bytes, times, label=name, linewidth=1.0, alpha=0.7)
+    for r in s.ranges[1:]:
+        ax.axvline(r.lo_bytes, color="grey", linestyle=":", linewidth=1)
+    for r in s.ranges:
+        xs = [x for x in s.sizes_bytes if r.lo_bytes <= x <= r.hi_bytes]
+        ys = [s.times_s[r.choice][s.sizes_bytes.index(x)] for x in xs]
+        ax.plot(xs, ys, color="black", linewidth=2.2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("buffer size S (bytes)")
+    ax.set_ylabel("time, ringtree's NCCL model (s)")
+    ax.set_title(f"{s.collective.value}, {s.nodes} x {args.cluster.key}: NCCL's pick in black")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -10,9 +10,10 @@ from rich.table import Table
 
 from ringtree.algorithms import build
 from ringtree.collectives import Collective
+from ringtree.commands import local
 from ringtree.cost.model import step_times_s
 from ringtree.cost.select import short_time
-from ringtree.output import stderr_console, stdout_console
+from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.procs.run import RunFailed, run_processes
 from ringtree.runtime.auto import loopback_link
 from ringtree.trace.steps import trace_data
@@ -32,22 +33,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         "result against dist.all_reduce on the same data, and compare the measured time with "
         "the alpha-beta model's prediction.",
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the schedule, each step's predicted and measured time, the bytes sent and "
+        "the verdict as JSON",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Trace, run, verify, compare; exit 1 if the run fails or the result is wrong."""
+    local.require_torch("demo")
     out, err = stdout_console(), stderr_console()
     s = build(Collective.ALL_REDUCE, "ring", N_RANKS)
     count, itemsize = SIZE_BYTES // 4, 4
     link = loopback_link(N_RANKS)
     predicted = step_times_s(s, count, itemsize, link)
-    out.print(
-        f"ringtree demo: ring all-reduce of {format_bytes(SIZE_BYTES)} (float32) across "
-        f"{N_RANKS} local processes over torch.distributed (gloo, 127.0.0.1)\n",
-        highlight=False,
-    )
-    render_steps(out, trace_data(s, count, itemsize), step_times=predicted)
+    trace = trace_data(s, count, itemsize)
+    if not args.json:
+        out.print(
+            f"ringtree demo: ring all-reduce of {format_bytes(SIZE_BYTES)} (float32) across "
+            f"{N_RANKS} local processes over torch.distributed (gloo, 127.0.0.1)\n",
+            highlight=False,
+        )
+        render_steps(out, trace, step_times=predicted)
     err.print(f"starting {N_RANKS} processes ...", highlight=False)
     try:
         report = run_processes(N_RANKS, Collective.ALL_REDUCE, SIZE_BYTES, algorithm="ring",
@@ -58,14 +68,26 @@ def run(args: argparse.Namespace) -> int:
     # a step ends when its slowest rank is done with it
     done = [max(col) for col in zip(*report.step_done_s, strict=True)]
     measured = [b - a for a, b in zip([0.0, *done], done, strict=False)]
+    sent = {(r["bytes_sent"], r["bytes_sent_schedule"]) for r in report.ranks}
+    same = all(a == b for a, b in sent)
+    if args.json:
+        print_json(
+            {
+                "trace": trace,
+                "link": link.name,
+                "predicted_step_s": predicted,
+                "measured_step_s": measured,
+                "bytes_sent_match_schedule": same,
+                "run": report.record(),
+            }
+        )
+        return 0 if report.correct and same else 1
     table = Table(title="each step: predicted vs measured (median of the slowest rank)")
     for name in ("step", "phase", "predicted", "measured"):
         table.add_column(name, justify="left" if name == "phase" else "right")
     for k, (p, m) in enumerate(zip(predicted, measured, strict=True)):
         table.add_row(str(k + 1), s.steps[k].phase, short_time(p), short_time(m))
     out.print(table)
-    sent = {(r["bytes_sent"], r["bytes_sent_schedule"]) for r in report.ranks}
-    same = all(a == b for a, b in sent)
     per_rank = ", ".join(f"{r['bytes_sent']:,}" for r in report.ranks)
     out.print(
         f"bytes sent per rank: {per_rank} "

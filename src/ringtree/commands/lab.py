@@ -4,7 +4,6 @@ PyTorch's all-reduce and then with ringtree's, and show each step's communicatio
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -12,6 +11,7 @@ from rich.table import Table
 from ringtree.algorithms import build
 from ringtree.collectives import Collective
 from ringtree.commands import args as A
+from ringtree.commands import local
 from ringtree.cost.money import Price
 from ringtree.cost.select import AUTO, short_time
 from ringtree.errors import RingtreeError
@@ -19,6 +19,11 @@ from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.units import format_bytes, format_usd
 
 MAX_RANKS = 64
+#: Training steps per run at most: the tutor's loss is flat after a few hundred; more only
+#: run longer.
+MAX_STEPS = 100_000
+#: Seeds are 32-bit (numpy's generators take no more).
+MAX_SEED = 2**32 - 1
 NEEDS_NODES = {"hierarchical"}  # all-reduce algorithms that need a node size
 
 
@@ -42,8 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "-n", "--ranks", type=A.positive_int, default=2, metavar="N",
         help="number of processes (default 2)",
     )  # fmt: skip
+    local.add_force(d)
     d.add_argument(
-        "--steps", type=A.positive_int, default=50, help="training steps per run (default 50)"
+        "--steps",
+        type=A.int_up_to(MAX_STEPS, "more only run longer"),
+        default=50,
+        help="training steps per run (default 50)",
     )
     d.add_argument(
         "--algorithm",
@@ -54,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--trace",
         metavar="FILE.json",
+        type=A.output_file(),
         help="write the real run as a Chrome trace (ui.perfetto.dev, chrome://tracing): a "
         "track per rank with steps, buckets and ringtree's sends/receives/reductions",
     )
@@ -64,7 +74,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="what the whole cluster costs per hour, for dollars per step (the seed's lab: 0.70)",
     )
     d.add_argument(
-        "--seed", type=A.non_negative_int, default=0, help="weights and data (default 0)"
+        "--seed",
+        type=A.int_up_to(MAX_SEED, "seeds are 32-bit", low=0),
+        default=0,
+        help="weights and data (default 0)",
     )
     d.add_argument(
         "--bucket-cap-mb",
@@ -90,17 +103,17 @@ def _check(args: argparse.Namespace) -> None:
         )
     if name != AUTO:
         build(Collective.ALL_REDUCE, name, args.ranks)  # names the accepted ones
-    if args.trace and not Path(args.trace).resolve().parent.is_dir():
-        raise RingtreeError(f"cannot write {args.trace!r}: no such directory")
+    local.require_torch("lab ddp")
+    local.check_ranks(args.ranks, args.force)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train both runs, print the steps and the summary, write the trace."""
+    _check(args)  # before the imports: ringtree.lab.ddp needs PyTorch
     from ringtree.lab.ddp import LabConfig, run_lab
     from ringtree.lab.report import step_rows, summary
     from ringtree.procs.run import RunFailed
 
-    _check(args)
     price = Price.cluster(args.price_cluster_hour) if args.price_cluster_hour is not None else None
     config = LabConfig(
         ranks=args.ranks,

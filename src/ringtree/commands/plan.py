@@ -1,175 +1,279 @@
-"""``ringtree plan``: will this training strategy be communication-bound, and what will it cost?"""
+"""``ringtree plan``: how long a training step takes, whether it fits, what it costs, and
+which configuration is best (``--search``)."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
-from rich.table import Table
-
 from ringtree.commands import args as A
+from ringtree.commands.plan_render import render_compare, render_plan, render_search
+from ringtree.cost.clusters import get_cluster, load_cluster
 from ringtree.cost.links import parse_link
 from ringtree.errors import RingtreeError
-from ringtree.output import print_json, stdout_console
+from ringtree.output import print_json, stderr_console
+from ringtree.plan.calibrate import fit_efficiency
 from ringtree.plan.cluster import (
     DEFAULT_GPU_MEMORY_BYTES,
     Cluster,
+    from_hardware,
+    is_hardware_table,
     read_cluster_toml,
     shape_gpus,
 )
-from ringtree.plan.model import PRESETS, Model, get_model
-from ringtree.plan.planner import Plan, Training, compare, plan
+from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
+from ringtree.plan.flops import RECOMPUTE
+from ringtree.plan.model import Model
+from ringtree.plan.planner import compare, plan
+from ringtree.plan.presets import PRESETS, get_model
+from ringtree.plan.record import DP_OVERLAP, Training
+from ringtree.plan.search import OBJECTIVES, search
 from ringtree.plan.strategy import candidate_strategies, parse_strategy
-from ringtree.units import (
-    dtype_bytes,
-    format_bytes,
-    format_params,
-    format_percent,
-    format_time,
-    format_usd,
-    parse_size,
-)
+from ringtree.units import dtype_bytes, format_percent, parse_size
 
 DEFAULT_INTRA, DEFAULT_INTER = "nvlink4", "ib-ndr"
-VERDICTS_SHOWN = 10  # --compare prints the verdicts of the best ones
+#: --top: the search plans this many in full (verdicts included).
+MAX_TOP = 1000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``plan`` command."""
     p = sub.add_parser(
         "plan",
-        help="plan a training strategy: its collectives, exposed time, overhead, dollars",
-        description="Every collective of one training step of a strategy (DDP, ZeRO-1/2/3, "
-        "tensor and pipeline parallel, combined), timed on a cluster with the cost model's "
-        "closed forms; what backward/forward compute hides of it; overhead, dollars and a "
-        "verdict. --compare ranks several strategies.",
+        help="plan a training run: step time, MFU, memory, collectives, dollars; --search",
+        description="One training step of a strategy (DDP, ZeRO-1/2/3, tensor, pipeline, "
+        "context and expert parallel, combined): its compute (FLOPs and a roofline on the "
+        "cluster's GPUs), every collective (the NCCL model on a cluster as built, or "
+        "alpha-beta on two links), what compute hides of them, the pipeline bubble, memory "
+        "per GPU, MFU, dollars and a verdict. --compare ranks strategies; --search tries "
+        "every configuration.",
     )
     m = p.add_argument_group("model")
-    m.add_argument("--model", help=f"a preset: {', '.join(PRESETS)} (Llama-2 shapes)")
+    m.add_argument("--model", help=f"a preset: {', '.join(PRESETS)}")
     m.add_argument("--params", type=A.params, help="parameter count (7e9, 7B, 500k); overrides")
-    m.add_argument("--layers", type=A.positive_int, help="transformer layers (overrides)")
-    m.add_argument("--hidden", type=A.positive_int, help="hidden size (overrides)")
-    m.add_argument("--seq-len", type=A.positive_int, help="sequence length (overrides)")
+    for flag, what in (("--layers", "transformer layers"), ("--hidden", "hidden size"),
+                       ("--heads", "attention heads"), ("--kv-heads", "key/value heads (GQA)"),
+                       ("--ffn", "MLP inner size"), ("--vocab", "vocabulary"),
+                       ("--seq-len", "sequence length")):  # fmt: skip
+        m.add_argument(flag, type=A.count, help=f"{what} (overrides the preset)")
     m.add_argument("--dtype", default="fp16", help="params/grads/activations dtype (fp16)")
     c = p.add_argument_group("cluster (flags override --cluster FILE.toml)")
-    c.add_argument("--cluster", metavar="FILE", help="a TOML file with a [cluster] table")
-    c.add_argument("--gpus", type=A.positive_int, help="number of GPUs")
-    c.add_argument("--nodes", type=A.positive_int, help="number of nodes (or --gpus)")
     c.add_argument(
-        "--gpus-per-node",
-        type=A.positive_int,
-        help="GPUs per node (default: 8, or --gpus if fewer)",
-    )
+        "--cluster", metavar="PRESET|FILE",
+        help="a cluster as built ('ringtree clusters': dgx-h100, ...; or a TOML file with gpu= "
+        "or preset=): NCCL model, compute model; or a TOML file of links ([cluster] intra=...)",
+    )  # fmt: skip
+    c.add_argument("--gpus", type=A.count, help="number of GPUs")
+    c.add_argument("--nodes", type=A.count, help="number of nodes (or --gpus)")
+    c.add_argument("--gpus-per-node", type=A.count, help="GPUs per node (default: 8)")
     c.add_argument("--intra", help=f"link inside a node (default {DEFAULT_INTRA}; or custom:...)")
     c.add_argument("--inter", help=f"link between nodes (default {DEFAULT_INTER})")
-    c.add_argument(
-        "--profile",
-        metavar="FILE.toml",
-        help="a profile from 'ringtree calibrate' as both links (--intra/--inter override)",
-    )
+    c.add_argument("--profile", metavar="FILE.toml",
+                   help="a profile from 'ringtree calibrate' as both links")  # fmt: skip
     c.add_argument("--price-gpu-hour", type=A.non_negative_number, help="dollars per GPU-hour")
-    c.add_argument("--gpu-memory", type=A.size, help="memory of one GPU (default 80GB)")
+    c.add_argument("--gpu-memory", type=A.size, help="memory of one GPU (default: the GPU's)")
     t = p.add_argument_group("training step")
     t.add_argument(
         "--strategy",
-        help="ddp, zero1, zero2, zero3 (fsdp), tp=N, pp=N, or combined: dp=N,tp=N,pp=N[,sp] "
-        "with a flavour (zero1,tp=8) (default ddp)",
+        help="ddp, zero1, zero2, zero3 (fsdp), or degrees dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,sp] "
+        "with a flavour (zero1,tp=8,pp=2,sp) (default ddp)",
     )
-    t.add_argument(
-        "--compare",
-        nargs="*",
-        metavar="S",
-        help="rank these strategies side by side (none given: every flavour x tp x pp)",
-    )
+    t.add_argument("--compare", nargs="*", metavar="S",
+                   help="rank these strategies (none given: every flavour x tp x pp)")  # fmt: skip
+    t.add_argument("--search", action="store_true", help="try every configuration that fits")
+    t.add_argument("--top", type=A.int_up_to(MAX_TOP, "each is planned in full"), default=5,
+                   help="--search: how many to show (5)")  # fmt: skip
+    t.add_argument("--objective", choices=OBJECTIVES, default="time",
+                   help="--search: step time, or dollars (GPU-seconds) per token")  # fmt: skip
+    t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
+    t.add_argument("--attention", choices=ATTENTION, default="flash",
+                   help="flash (FlashAttention) or unfused (Megatron before 2022)")  # fmt: skip
+    t.add_argument("--dp-overlap", choices=DP_OVERLAP, default="backward",
+                   help="what DP collectives hide behind (backward)")  # fmt: skip
     t.add_argument(
         "--compute",
         type=A.positive_duration,
-        help="one GPU's forward+backward time per step (200ms); same for every strategy",
+        help="one GPU's forward+backward time per step (200ms), instead of the model",
     )
     t.add_argument("--tflops", type=A.positive_number, help="peak dense TFLOP/s of one GPU")
     t.add_argument("--mfu", type=A.positive_number, help="fraction of --tflops reached, e.g. 0.4")
     t.add_argument(
-        "--micro-batch", type=A.positive_int, default=1, help="sequences per micro-batch (1)"
+        "--efficiency",
+        type=A.positive_number,
+        help="the GEMMs' fraction of peak (default: the GPU generation's)",
     )
+    t.add_argument(
+        "--calibrate-step",
+        type=A.positive_duration,
+        metavar="TIME",
+        help="fit --efficiency to this measured step time of --strategy",
+    )
+    t.add_argument("--micro-batch", type=A.count, help="sequences per micro-batch (1)")
     t.add_argument(
         "--global-batch",
-        type=A.positive_int,
+        type=A.count,
         help="sequences per step, whole cluster (default: one micro-batch per GPU)",
     )
-    t.add_argument(
-        "--bucket",
-        help="gradient bucket (default: DDP's 25MiB, DeepSpeed's 5e8 elements for zero1/2; "
-        "0: none)",
+    t.add_argument("--bucket", help="gradient bucket (default: DDP's 25MiB, DeepSpeed's 5e8 "
+                   "elements for zero1/2; 0: none)")  # fmt: skip
+    t.add_argument("--steps-per-second", type=A.positive_number,
+                   help="for $/day (default: 1/step time)")  # fmt: skip
+    o = p.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help='print {"plans": [...]}')
+    o.add_argument(
+        "--chrome",
+        type=A.output_file(".json"),
+        metavar="FILE.json",
+        help="the step as a Chrome/Perfetto trace (one track per stage)",
     )
-    t.add_argument(
-        "--steps-per-second", type=A.positive_number, help="for $/day (default: 1/step time)"
+    o.add_argument(
+        "--svg", type=A.output_file(".svg"), metavar="FILE.svg", help="the step as an SVG timeline"
     )
-    p.add_argument("--json", action="store_true", help='print {"plans": [...]}')
     p.set_defaults(func=run)
 
 
 def _model(args: argparse.Namespace) -> Model:
     if args.model is None and args.params is None:
         raise RingtreeError(f"give --model ({', '.join(PRESETS)}) or --params")
-    base = get_model(args.model) if args.model else Model("custom", args.params)
-    return base.with_overrides(args.params, args.layers, args.hidden, args.seq_len)
+    base = get_model(args.model) if args.model else Model("custom", args.params or 1)
+    shape = {k: getattr(args, k) for k in
+             ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len")}  # fmt: skip
+    return base.with_overrides(args.params, **shape)
+
+
+def _price(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RingtreeError(f"price_gpu_hour must be a number of dollars, got {value!r}")
+    if value < 0:
+        raise RingtreeError(f"price per GPU-hour must be >= 0, got {value}")
+    if not value <= A.MAX_NUMBER:  # also inf and nan
+        raise RingtreeError(f"price per GPU-hour must be at most {A.MAX_NUMBER:g}, got {value}")
+    return float(value)
+
+
+def _memory(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise RingtreeError(f'gpu_memory must be a size like "80GB" or bytes, got {value!r}')
+    return parse_size(value)
+
+
+def _hardware_cluster(args: argparse.Namespace, table: dict[str, Any] | None) -> Cluster:
+    if args.intra or args.inter or args.profile:
+        raise RingtreeError("--intra/--inter/--profile describe links: a cluster as built "
+                            "(--cluster PRESET) brings its own; give one or the other")  # fmt: skip
+    hw = load_cluster(args.cluster) if table is not None else get_cluster(args.cluster)
+    table = table or {}
+    if args.gpus_per_node is not None and args.gpus_per_node != hw.gpus_per_node:
+        raise RingtreeError(f"{hw.key} has {hw.gpus_per_node} GPUs per node, not "
+                            f"{args.gpus_per_node}")  # fmt: skip
+    gpus = args.gpus if args.gpus is not None else None
+    nodes = args.nodes
+    if gpus is None and nodes is None:
+        gpus, nodes = table.get("gpus"), table.get("nodes")
+    if gpus is None and nodes is None:
+        raise RingtreeError(f"give the cluster size: --nodes K (nodes of {hw.gpus_per_node} "
+                            f"GPUs of {hw.key})")  # fmt: skip
+    nodes, _ = shape_gpus(gpus, nodes, hw.gpus_per_node)
+    price = _price(args.price_gpu_hour if args.price_gpu_hour is not None
+                   else table.get("price_gpu_hour"))  # fmt: skip
+    memory = args.gpu_memory if args.gpu_memory is not None else _memory(table.get("gpu_memory"))
+    return from_hardware(hw, nodes, price, memory)
 
 
 def _cluster(args: argparse.Namespace) -> Cluster:
-    values: dict[str, Any] = read_cluster_toml(args.cluster) if args.cluster else {}
+    table: dict[str, Any] | None = None
+    if args.cluster is not None:
+        if not args.cluster.strip().lower().endswith(".toml"):
+            return _hardware_cluster(args, None)
+        raw = read_cluster_toml(args.cluster, hardware_ok=True)
+        if is_hardware_table(raw):
+            return _hardware_cluster(args, raw)
+        table = raw
+    values: dict[str, Any] = table or {}
     flags = {
         "gpus": args.gpus, "nodes": args.nodes, "gpus_per_node": args.gpus_per_node,
         "intra": args.intra or args.profile, "inter": args.inter or args.profile,
-        "price_gpu_hour": args.price_gpu_hour,
-        "gpu_memory": args.gpu_memory,
+        "price_gpu_hour": args.price_gpu_hour, "gpu_memory": args.gpu_memory,
     }  # fmt: skip
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.gpus is not None or args.nodes is not None:  # a size on the command line wins
         for key in ("gpus", "nodes"):
             values[key] = flags[key]
     nodes, gpn = shape_gpus(values.get("gpus"), values.get("nodes"), values.get("gpus_per_node"))
-    price = values.get("price_gpu_hour")
-    if price is not None and (isinstance(price, bool) or not isinstance(price, int | float)):
-        raise RingtreeError(f"price_gpu_hour must be a number of dollars, got {price!r}")
-    if price is not None and price < 0:
-        raise RingtreeError(f"price per GPU-hour must be >= 0, got {price}")
-    memory = values.get("gpu_memory", DEFAULT_GPU_MEMORY_BYTES)
+    memory = _memory(values.get("gpu_memory"))
     return Cluster(
-        nodes,
-        gpn,
+        nodes, gpn,
         parse_link(str(values.get("intra", DEFAULT_INTRA))),
         parse_link(str(values.get("inter", DEFAULT_INTER))),
-        price,
-        parse_size(memory) if isinstance(memory, str) else memory,
-    )
+        _price(values.get("price_gpu_hour")),
+        DEFAULT_GPU_MEMORY_BYTES if memory is None else memory,
+    )  # fmt: skip
 
 
-def _training(args: argparse.Namespace) -> Training:
+def _training(args: argparse.Namespace, cluster: Cluster) -> Training:
     if args.compute is not None and (args.tflops is not None or args.mfu is not None):
         raise RingtreeError("give either --compute or --tflops with --mfu, not both")
     if (args.tflops is None) != (args.mfu is None):
         raise RingtreeError("--tflops and --mfu go together (compute = 6 Psi tokens / flops)")
     if args.mfu is not None and args.mfu > 1:
         raise RingtreeError(f"--mfu is a fraction of the peak, 0 < mfu <= 1, got {args.mfu}")
+    eff: Efficiency | None = None
+    if args.efficiency is not None:
+        if args.efficiency > 1:
+            raise RingtreeError(f"--efficiency is a fraction of peak, at most 1, got "
+                                f"{args.efficiency}")  # fmt: skip
+        if cluster.hardware is None:
+            raise RingtreeError("--efficiency sets the compute model of a cluster as built "
+                                "(--cluster PRESET)")  # fmt: skip
+        eff = replace(default_efficiency(cluster.hardware.gpu), gemm=args.efficiency,
+                      source="--efficiency")  # fmt: skip
     bucket = None if args.bucket is None else parse_size(args.bucket)
     return Training(
-        itemsize=dtype_bytes(args.dtype),
-        micro_batch=args.micro_batch,
-        global_batch=args.global_batch,
-        compute_s=args.compute,
-        tflops=args.tflops,
-        mfu=args.mfu,
-        bucket_bytes=bucket,
-        steps_per_second=args.steps_per_second,
-    )
+        itemsize=dtype_bytes(args.dtype), micro_batch=args.micro_batch or 1,
+        global_batch=args.global_batch, compute_s=args.compute, tflops=args.tflops,
+        mfu=args.mfu, bucket_bytes=bucket, steps_per_second=args.steps_per_second,
+        recompute=args.recompute or "none", attention=args.attention,
+        dp_overlap=args.dp_overlap, efficiency=eff,
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan one strategy, or compare several; print tables or JSON."""
-    model, cluster, training = _model(args), _cluster(args), _training(args)
+    """Plan one strategy, compare several, or search them all; print tables or JSON."""
+    model, cluster = _model(args), _cluster(args)
+    training = _training(args, cluster)
+    if args.search and args.compare is not None:
+        raise RingtreeError("give --search or --compare, not both")
+    if args.compare is not None and args.strategy is not None:
+        raise RingtreeError("give --strategy or --compare, not both")
+    if args.search and args.strategy is not None and args.calibrate_step is None:
+        raise RingtreeError("give --strategy or --search, not both (--strategy with --search "
+                            "only names the measured strategy of --calibrate-step)")  # fmt: skip
+    if args.calibrate_step is not None:
+        if args.strategy is None:
+            raise RingtreeError("--calibrate-step needs the --strategy that was measured")
+        eff = fit_efficiency(model, cluster, parse_strategy(args.strategy), training,
+                             args.calibrate_step)  # fmt: skip
+        training = replace(training, efficiency=eff)
+        stderr_console().print(
+            f"calibrated: GEMMs reach {format_percent(eff.gemm)} of peak ({eff.source}); the "
+            f"default is {format_percent(default_efficiency(cluster.hardware.gpu).gemm)}"  # type: ignore[union-attr]
+        )
+    if args.search:
+        found = search(model, cluster, training, args.top, args.objective,
+                       fixed_micro_batch=args.micro_batch is not None,
+                       fixed_recompute=args.recompute is not None)  # fmt: skip
+        _pictures(args, found.plans[0] if found.plans else None)
+        if args.json:
+            print_json(found.to_json())
+        else:
+            render_search(found)
+        return 0
     if args.compare is not None:
-        if args.strategy is not None:
-            raise RingtreeError("give --strategy or --compare, not both")
         if args.compare:
             plans = compare(model, cluster, [parse_strategy(s) for s in args.compare], training)
         else:
@@ -177,103 +281,24 @@ def run(args: argparse.Namespace) -> int:
             plans = compare(model, cluster, grid, training, skip_invalid=True)
     else:
         plans = [plan(model, cluster, parse_strategy(args.strategy or "ddp"), training)]
+    _pictures(args, plans[0] if plans else None)
     if args.json:
         print_json({"plans": [p.to_json() for p in plans]})
     elif args.compare is not None:
-        _render_compare(plans)
+        render_compare(plans)
     else:
-        _render_plan(plans[0])
+        render_plan(plans[0])
     return 0
 
 
-def _t(seconds: float | None) -> str:
-    return "-" if seconds is None else format_time(seconds, exact=False)
-
-
-def _usd(usd: float | None) -> str:
-    return "-" if usd is None else format_usd(usd, exact=False)
-
-
-def _pct(fraction: float | None) -> str:
-    return "-" if fraction is None else format_percent(fraction, exact=False)
-
-
-def _header(p: Plan) -> str:
-    c, mdl = p.cluster, p.model
-    lay = p.layout
-    where = (
-        f"{c.gpus} GPUs = {c.nodes} node{'s' * (c.nodes > 1)} x {c.gpus_per_node}, "
-        f"{c.intra.name} inside" + (f", {c.inter.name} between" if c.nodes > 1 else "")
-    )
-    return (
-        f"{mdl.name} ({format_params(mdl.params)} params) on {where}; {p.strategy}: "
-        f"dp={lay.dp} x tp={lay.tp} x pp={lay.pp}, {p.micro_batches} micro-batch"
-        f"{'es' * (p.micro_batches > 1)} per step"
-    )
-
-
-def _render_plan(p: Plan) -> None:
-    console = stdout_console()
-    console.print(_header(p))
-    table = Table()
-    for col in ("collective", "group", "calls", "algorithm", "bytes/GPU", "time", "exposed"):
-        table.add_column(col, justify="left" if col in ("collective", "algorithm") else "right")
-    for c in p.collectives:
-        group = f"{c.op.group} {c.shape.size}" + (
-            f" ({c.shape.nodes} nodes)" if c.shape.nodes > 1 else ""
-        )
-        table.add_row(
-            c.op.op, group, str(c.op.calls), c.call.algorithm,
-            format_bytes(c.bytes_per_gpu), _t(c.time_s), _t(c.exposed_s),
-        )  # fmt: skip
-    table.add_row(
-        "total", "", str(sum(c.op.calls for c in p.collectives)), "",
-        format_bytes(p.bytes_per_gpu), _t(p.comm_time_s), _t(p.exposed_s), style="bold",
-    )  # fmt: skip
-    console.print(table)
-    for c in p.collectives:
-        if c.call.hierarchical:
-            console.print(
-                f"{c.op.op}: hierarchical ({c.shape.nodes} nodes x {c.shape.per_node}), "
-                "cheaper than any flat algorithm here"
-            )
-    fits = "fits" if p.fits_memory else "does NOT fit"
-    console.print(
-        f"compute {_t(p.compute_s)}, bubble {_t(p.bubble_s)}, step {_t(p.step_time_s)}; "
-        f"overhead {_pct(p.overhead)}; model states {format_bytes(p.memory_bytes_per_gpu)} "
-        f"per GPU ({fits} in {format_bytes(p.cluster.gpu_memory_bytes)})"
-    )
-    if p.cluster.price_gpu_hour is not None:
-        console.print(
-            f"exposed communication costs {_usd(p.usd_per_step)} per step, "
-            f"{_usd(p.usd_per_day)} per day (cluster: {_usd(p.cluster.usd_per_second * 86400)}"  # type: ignore[operator]
-            " per day)"
-        )
-    console.print(f"verdict: {p.verdict}")
-
-
-def _render_compare(plans: list[Plan]) -> None:
-    console = stdout_console()
-    if not plans:
-        console.print("no strategy applies")
+def _pictures(args: argparse.Namespace, best: Any) -> None:
+    if not (args.chrome or args.svg):
         return
-    console.print(_header(plans[0]).split(";")[0])
-    table = Table()
-    cols = ("#", "strategy", "dp x tp x pp", "m", "bytes/GPU", "comm", "exposed", "bubble")
-    cols += ("step", "overhead", "memory/GPU", "$/step", "$/day")
-    for col in cols:
-        table.add_column(col, justify="left" if col == "strategy" else "right")
-    for i, p in enumerate(plans, start=1):
-        lay = p.layout
-        mem = format_bytes(p.memory_bytes_per_gpu) + ("" if p.fits_memory else " (too big)")
-        table.add_row(
-            str(i), p.strategy, f"{lay.dp} x {lay.tp} x {lay.pp}", str(p.micro_batches),
-            format_bytes(p.bytes_per_gpu), _t(p.comm_time_s), _t(p.exposed_s), _t(p.bubble_s),
-            _t(p.step_time_s), _pct(p.overhead), mem, _usd(p.usd_per_step), _usd(p.usd_per_day),
-        )  # fmt: skip
-    console.print(table)
-    shown = plans if len(plans) <= VERDICTS_SHOWN else plans[:VERDICTS_SHOWN]
-    for i, p in enumerate(shown, start=1):
-        console.print(f"{i}. {p.strategy}: {p.verdict}")
-    if len(shown) < len(plans):
-        console.print(f"(verdicts of the first {len(shown)}; --json has every one)")
+    if best is None:
+        raise RingtreeError("no plan to draw: no configuration fits")
+    from ringtree.plan.picture import write_chrome, write_svg
+
+    if args.chrome:
+        write_chrome(best, args.chrome)
+    if args.svg:
+        write_svg(best, args.svg)

@@ -7,6 +7,8 @@ import argparse
 from rich.table import Table
 
 from ringtree.commands import args as A
+from ringtree.commands import local
+from ringtree.commands.sweep_options import iterations
 from ringtree.cost.select import short_time
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.procs.run import RunFailed, RunReport, oversubscription_warning, run_processes
@@ -31,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=A.collective,
         help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
     )
-    A.add_workers(p)
+    A.add_workers(p, A.int_up_to(local.MAX_LOCAL_RANKS, "local processes"))
+    local.add_force(p)
     p.add_argument(
         "--backend", choices=("gloo", "nccl", "mpi"), default="gloo",
         help="gloo (torch.distributed on CPU, default), nccl (torch.distributed on CUDA GPUs; "
@@ -42,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--op", default="sum", help="reduce op: sum, product, min, max, avg")
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
-    p.add_argument("--iters", type=A.positive_int, default=10, help="timed calls (default 10)")
+    p.add_argument("--iters", type=iterations(1), default=10, help="timed calls (default 10)")
     p.add_argument(
         "--timeout", type=A.positive_duration, default=60.0,
         help="limit per call, e.g. 30s (default 60s): a dead or silent peer fails within it",
@@ -62,6 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Launch, verify, report; exit 1 with the ranks' errors when the collective fails."""
     err = stderr_console()
+    if args.backend != "mpi":
+        local.require_torch(f"run --backend {args.backend}", "or use --backend mpi")
+    local.check_ranks(args.ranks, args.force)
+    local.check_memory(args.ranks, args.size, args.dtype)
     warning = oversubscription_warning(args.ranks)
     if warning:
         err.print(f"ringtree: warning: {warning}", highlight=False, soft_wrap=True)

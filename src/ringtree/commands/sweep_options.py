@@ -4,8 +4,9 @@ it has them: -b -e -f -w -d -o -r), and running a sweep with a progress bar on s
 from __future__ import annotations
 
 import argparse
-import re
+import math
 import sys
+from collections.abc import Callable
 
 from ringtree.bench.result import BenchResult
 from ringtree.bench.sweep import (
@@ -18,17 +19,34 @@ from ringtree.bench.sweep import (
 )
 from ringtree.collectives import ReduceOp
 from ringtree.commands import args as A
+from ringtree.commands import local
 from ringtree.cost.model import Link
+from ringtree.errors import RingtreeError
 from ringtree.output import stderr_console
 from ringtree.procs.run import oversubscription_warning
 
+#: Timed (and untimed) calls per line (or run) at most: medians stop moving long before a
+#: million; more only run longer (a million 1 ms calls already take 17 minutes).
+MAX_ITERS = 1_000_000
+#: Sizes per sweep at most: each is measured with every algorithm (-f 2 covers 1 B to 1 EiB
+#: in 61).
+MAX_SIZES = 100
+
 
 def factor(text: str) -> float:
-    """A size factor (> 1 is checked with the sizes, so the message names -f)."""
+    """A size factor (> 1 is checked with the sizes, so the message names -f); finite."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number > 1, got {text!r}") from None
+    if math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 1, got {text!r}")
+    return value
+
+
+def iterations(low: int) -> Callable[[str], int]:
+    """--iters (low 1) or --warmup (low 0): at most MAX_ITERS."""
+    return A.int_up_to(MAX_ITERS, "more only run longer", low=low)
 
 
 def add_sweep_options(
@@ -44,7 +62,8 @@ def add_sweep_options(
 ) -> None:
     """The measuring options, with this command's default sizes and time budget
     (``backends``: --backend takes several, one link each; ``op_letter``: -o is --op)."""
-    A.add_workers(p)
+    A.add_workers(p, A.int_up_to(local.MAX_LOCAL_RANKS, "local processes"))
+    local.add_force(p)
     if backends:
         p.add_argument(
             "--backend",
@@ -106,13 +125,13 @@ def add_sweep_options(
     p.add_argument(
         "-w",
         "--warmup",
-        type=A.non_negative_int,
+        type=iterations(0),
         default=2,
         help="untimed (but checked) calls of each line first (default 2)",
     )
     p.add_argument(
         "--iters",
-        type=A.positive_int,
+        type=iterations(1),
         default=None,
         metavar="K",
         help="timed calls per line (default: enough to fill --budget per size, "
@@ -151,9 +170,6 @@ def add_sweep_options(
         help="limit per call (default 60s): a dead or silent rank fails within it",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or notes")
-    # "-b -4K" reaches the size parser (which names the bad value) instead of argparse reading
-    # "-4K" as an unknown option; no option of these commands starts with a digit.
-    p._negative_number_matcher = re.compile(r"^-[0-9.]")
 
 
 def sweep_from(
@@ -174,7 +190,7 @@ def sweep_from(
     kw = {"collectives": cols} if cols else {}
     return Sweep(
         n_ranks=args.ranks,
-        sizes=tuple(sizes(args.minbytes, args.maxbytes, args.stepfactor)),
+        sizes=tuple(sweep_sizes(args)),
         algorithms=algs,
         backend=backend or args.backend,
         dtype=args.dtype,
@@ -191,6 +207,27 @@ def sweep_from(
         chunks=chunks,
         **kw,
     )
+
+
+def sweep_sizes(args: argparse.Namespace) -> list[int]:
+    """The sizes -b -e -f give (RingtreeError when they are more than MAX_SIZES)."""
+    lo, hi, f = args.minbytes, args.maxbytes, args.stepfactor
+    if 1 <= lo <= hi and f > 1 and math.log(hi / lo) / math.log(f) >= MAX_SIZES:
+        raise RingtreeError(
+            f"-b {lo:,} -e {hi:,} -f {f:.10g} make over {MAX_SIZES} sizes: at most {MAX_SIZES} per "
+            "sweep (each is measured with every algorithm); give a larger -f"
+        )
+    return sizes(lo, hi, f)
+
+
+def check_can_measure(args: argparse.Namespace, command: str, backends: list[str]) -> None:
+    """Before starting any process: PyTorch for gloo, the processes fit the cores (or
+    --force), the largest size fits the memory; RingtreeError (one line) otherwise."""
+    if "gloo" in backends:
+        local.require_torch(f"{command} --backend gloo", "or use --backend mpi, or --from FILE")
+    local.check_ranks(args.ranks, args.force)
+    top = max(sweep_sizes(args), default=0)
+    local.check_memory(args.ranks, top, args.dtype, what="the sweep's largest size", flag="-e")
 
 
 def measure(sweep: Sweep, quiet: bool) -> BenchResult | None:
@@ -223,8 +260,16 @@ def add_save_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--save",
         metavar="FILE.json",
+        type=A.output_file(),
         help="also write the measured sweep as JSON (reuse it with --from)",
     )
+
+
+def add_plot_option(p: argparse.ArgumentParser, text: str) -> None:
+    """``--plot FILE`` (.png or .svg), checked writable before any work."""
+    from ringtree.bench.plots import SUFFIXES
+
+    p.add_argument("--plot", metavar="FILE", type=A.output_file(*SUFFIXES), help=text)
 
 
 def save(result: BenchResult, path: str | None, quiet: bool) -> None:

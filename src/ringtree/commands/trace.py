@@ -10,12 +10,24 @@ from ringtree.cost.links import get_link
 from ringtree.cost.model import step_times_s
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
+from ringtree.schedule import Schedule
 from ringtree.trace.chrome import schedule_chrome_trace, write_chrome_trace
 from ringtree.trace.html import write_html
 from ringtree.trace.steps import trace_data
 from ringtree.trace.svg import write_svg
 from ringtree.trace.text import render_steps
 from ringtree.units import dtype_bytes, format_bandwidth, format_time
+
+#: The most ranks traced: a trace is every transfer of every step, and after each step what
+#: every rank holds; above a few hundred ranks that is millions of lines that take minutes to
+#: build ('ringtree cost' prices any N from closed forms).
+MAX_RANKS = 256
+#: The most pipeline chunks traced (auto never picks more than 1,024).
+MAX_CHUNKS = 1024
+#: What a trace may hold: transfers, and (rank, chunk) states after each step. At the limits
+#: (a ring all-reduce on 128 ranks) it takes 5-7 s on one core.
+MAX_TRANSFERS = 2**15
+MAX_HOLDINGS = 2**22
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all, gather, "
         "scatter or barrier",
     )
-    A.add_workers(p)
+    A.add_workers(
+        p,
+        A.int_up_to(
+            MAX_RANKS, "a trace lists every step of every rank; 'ringtree cost' takes any N"
+        ),
+    )
     p.add_argument(
         "--algorithm",
         default=None,
@@ -48,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument(
         "--chunks",
-        type=A.positive_int,
+        type=A.int_up_to(MAX_CHUNKS, "auto never pipelines in more"),
         default=None,
         help="pipeline chunks for chain/tree algorithms (dbtree: per half)",
     )
@@ -74,15 +91,39 @@ def register(sub: argparse._SubParsersAction) -> None:
         "also the link of --chrome (default there: loopback)",
     )
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
-    p.add_argument("--svg", metavar="FILE", help="also write a picture of every step (SVG)")
-    p.add_argument("--html", metavar="FILE", help="also write a page that steps through it (HTML)")
+    p.add_argument(
+        "--svg",
+        metavar="FILE",
+        type=A.output_file(),
+        help="also write a picture of every step (SVG)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        type=A.output_file(),
+        help="also write a page that steps through it (HTML)",
+    )
     p.add_argument(
         "--chrome",
         metavar="FILE",
+        type=A.output_file(),
         help="also write its predicted timeline on --link (default loopback) as a Chrome trace "
         "(JSON; open in ui.perfetto.dev or chrome://tracing)",
     )
     p.set_defaults(func=run)
+
+
+def _check_size(s: Schedule) -> None:
+    """RingtreeError when the trace of ``s`` would take more than a few seconds."""
+    transfers = sum(len(step.transfers) for step in s.steps)
+    holdings = s.n_steps * s.n_ranks * s.n_chunks
+    if transfers > MAX_TRANSFERS or holdings > MAX_HOLDINGS:
+        raise RingtreeError(
+            f"{s.algorithm} {s.collective.value} on {s.n_ranks} ranks is too big to trace: "
+            f"{transfers:,} transfers and {holdings:,} (step, rank, chunk) states, at most "
+            f"{MAX_TRANSFERS:,} and {MAX_HOLDINGS:,}; use fewer ranks or chunks, or "
+            "'ringtree cost' for any N"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         ranks_per_node=args.ranks_per_node,
         fold=args.fold,
     )
+    _check_size(schedule)
     count = args.size // itemsize
     data = trace_data(schedule, count, itemsize)
     step_times = None

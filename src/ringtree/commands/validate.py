@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
 from rich.table import Table
 
-from ringtree.bench.plots import check_plot_path, plot_sweep
+from ringtree.bench.plots import plot_sweep
 from ringtree.bench.result import BenchResult
 from ringtree.bench.validate import AUTO_TOLERANCE, Validation, validate
 from ringtree.commands.calibrate import FIT_MIN_ITERS
 from ringtree.commands.sweep_options import (
+    add_plot_option,
     add_save_option,
     add_sweep_options,
+    check_can_measure,
     measure,
     note,
     save,
@@ -49,11 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(backend=None)
     add_save_option(p)
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.add_argument(
-        "--plot",
-        metavar="FILE",
-        help="draw measured points and the profile's model lines (.png or .svg)",
-    )
+    add_plot_option(p, "draw measured points and the profile's model lines (.png or .svg)")
     p.add_argument(
         "--from",
         dest="source",
@@ -66,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Measure (or load) unseen sizes, compare, print."""
     link, table = profile_entry(args.profile)
-    plot = check_plot_path(args.plot) if args.plot else None
+    plot = Path(args.plot) if args.plot else None
     fit = table.get("fit") if isinstance(table.get("fit"), dict) else {}
     seen = {int(s) for s in fit.get("sizes", []) if isinstance(s, int)}
     fitted_n = int(table.get("n_ranks", 0) or 0)
@@ -80,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         result = BenchResult.load(args.source)
     else:
         backend = args.backend or str(table.get("backend", "gloo"))
+        check_can_measure(args, "validate", [backend])
         sweep = sweep_from(args, link=link, native=False, backend=backend, min_iters=FIT_MIN_ITERS)
         unseen = tuple(s for s in sweep.sizes if s not in seen) or sweep.sizes
         found = measure(replace(sweep, sizes=unseen), args.quiet)

@@ -95,6 +95,9 @@ class Cluster:
     #: one network step's latency (see ringtree.cost.nccl.timing); None: the model's defaults
     launch_us: float | None = None
     net_hop_us: float | None = None
+    #: NCCL_* settings the platform applies before NCCL reads its environment (e.g. the
+    #: network plugin's: aws-ofi-nccl sets NCCL_PROTO=simple on p4d); the user's win
+    nccl_env: tuple[tuple[str, str], ...] = ()
     source: str = ""
     assumed: tuple[str, ...] = ()
     notes: str = ""
@@ -118,7 +121,8 @@ class Cluster:
             "nvlink_GBps_per_gpu": g.nvlink_GBps, "nics_per_node": self.nics_per_node,
             "nic_gbps": self.nic_gbps, "network": self.network, "network_name": self.network_name,
             "sharp": self.sharp, "cpu": self.cpu, "price_gpu_hour": self.price_gpu_hour,
-            "source": self.source, "assumed": list(self.assumed), "notes": self.notes,
+            "nccl_env": dict(self.nccl_env), "source": self.source,
+            "assumed": list(self.assumed), "notes": self.notes,
         }  # fmt: skip
 
 
@@ -151,8 +155,8 @@ def gpus() -> dict[str, Gpu]:
 CLUSTER_KEYS = (
     "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
-    "assumed", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source", "launch_us",
-    "net_hop_us",
+    "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
+    "launch_us", "net_hop_us", "nccl_env",
 )  # fmt: skip
 
 
@@ -184,6 +188,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             price_gpu_hour=float(t["price_gpu_hour"]) if t.get("price_gpu_hour") else None,
             launch_us=float(t["launch_us"]) if t.get("launch_us") else None,
             net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
+            nccl_env=_nccl_env(t.get("nccl_env", {}), where),
             source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
             notes=str(t.get("notes", "")),
         )  # fmt: skip
@@ -196,6 +201,15 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
     return c
 
 
+def _nccl_env(t: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(t, dict) or not all(
+        isinstance(k, str) and k.startswith("NCCL_") and isinstance(v, str | int)
+        for k, v in t.items()
+    ):
+        raise RingtreeError(f"{where}: nccl_env must be a table of NCCL_* = value")
+    return tuple(sorted((k, str(v)) for k, v in t.items()))
+
+
 def _whole(t: dict[str, Any], key: str, where: str) -> int:
     v = t.get(key)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -203,11 +217,19 @@ def _whole(t: dict[str, Any], key: str, where: str) -> int:
     return v
 
 
+#: Other names of presets: an HGX board is built like the DGX system of its generation.
+ALIASES = {"hgx-a100": "dgx-a100", "hgx-h100": "dgx-h100", "hgx-b200": "dgx-b200"}
+
+
 @cache
 def presets() -> dict[str, Cluster]:
-    """Every cluster preset, by key."""
+    """Every cluster preset, by key (aliases included, named as such)."""
     tables = _data("clusters.toml")["clusters"]
-    return {k: _cluster(k, t, f"preset {k}") for k, t in tables.items()}
+    out = {k: _cluster(k, t, f"preset {k}") for k, t in tables.items()}
+    for alias, target in ALIASES.items():
+        base = out[target]
+        out[alias] = replace(base, key=alias, notes=f"built as {target}: {base.notes}".strip())
+    return out
 
 
 def get_cluster(text: str) -> Cluster:
@@ -236,13 +258,18 @@ def load_cluster(path: str | Path) -> Cluster:
     if not isinstance(table, dict):
         raise RingtreeError(f"cluster file {str(path)!r}: [cluster] must be a table")
     table = {k: v for k, v in table.items() if k in CLUSTER_KEYS or k not in PLAN_KEYS}
+    return cluster_from_table(Path(path).stem, table, f"cluster file {str(path)!r}")
+
+
+def cluster_from_table(key: str, table: dict[str, Any], where: str) -> Cluster:
+    """A Cluster from a ``[cluster]`` table: its keys, or ``preset = NAME`` and the keys
+    that differ from that preset (RingtreeError naming ``where``)."""
+    table = dict(table)
     base = table.pop("preset", None)
-    where = f"cluster file {str(path)!r}"
     if base is not None:
         start = get_cluster(str(base))
-        merged = {**_as_table(start), **table}
-        return _cluster(Path(path).stem, merged, where)
-    return _cluster(Path(path).stem, table, where)
+        return _cluster(key, {**_as_table(start), **table}, where)
+    return _cluster(key, table, where)
 
 
 #: Keys of a cluster file that the planner reads and a Cluster ignores.
@@ -259,6 +286,8 @@ def _as_table(c: Cluster) -> dict[str, Any]:
     for key in ("price_gpu_hour", "launch_us", "net_hop_us"):
         if getattr(c, key) is not None:
             t[key] = getattr(c, key)
+    if c.nccl_env:
+        t["nccl_env"] = dict(c.nccl_env)
     return t
 
 

@@ -26,7 +26,10 @@ from ringtree.lab.tutor import TutorConfig
 from ringtree.procs.run import RunFailed
 
 RUNS = ("torch", "ringtree")
-RUN_TITLES = {"torch": "PyTorch's all-reduce (gloo)", "ringtree": "ringtree's hook"}
+#: "compute": no communication at all (each bucket is returned as it is), for measuring what
+#: the all-reduces add to a step (bench/lab_ddp.py); its ranks drift apart by design
+RUN_TITLES = {"torch": "PyTorch's all-reduce (gloo)", "ringtree": "ringtree's hook",
+              "compute": "no communication"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,10 @@ class LabConfig:
 
 @dataclass
 class RankRun:
-    """One run on one rank: per-step losses, start and end of every step
-    (``time.perf_counter``), bucket records (as dicts), the final parameters (flattened,
-    float32), and the engine's TraceEvents (ringtree's run with ``trace``)."""
+    """One run on one rank: per-step losses, start and end of every step and of its backward
+    pass (``time.perf_counter``; backward ends once DDP has every bucket's result), bucket
+    records (as dicts), the final parameters (flattened, float32), and the engine's
+    TraceEvents (ringtree's run with ``trace``)."""
 
     rank: int
     run: str
@@ -64,6 +68,8 @@ class RankRun:
     buckets: list[dict[str, Any]]
     params: np.ndarray
     events: list[Any] = field(default_factory=list)
+    backward_start_s: list[float] = field(default_factory=list)
+    backward_end_s: list[float] = field(default_factory=list)
 
 
 def _flat_params(model: Any) -> np.ndarray:
@@ -86,11 +92,13 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
     model = DDP(build_tutor(config.seed, cfg), bucket_cap_mb=config.bucket_cap_mb)
     if run == "torch":
         hook: Any = recording()
+    elif run == "compute":
+        hook = recording(_no_communication, label="none")
     else:
         hook = comm_hook(config.algorithm, trace=config.trace)
     model.register_comm_hook(None, hook)
     opt = optimizer(model, cfg)
-    losses, starts, ends = [], [], []
+    losses, starts, ends, b_starts, b_ends = [], [], [], [], []
     for step in range(config.steps):
         starts.append(time.perf_counter())
         x, y = batch(stream, config.seed, step, rank, cfg.batch_size, cfg.context)
@@ -99,13 +107,24 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
             logits.reshape(-1, cfg.vocab), torch.from_numpy(y).reshape(-1)
         )
         opt.zero_grad(set_to_none=True)
+        b_starts.append(time.perf_counter())
         loss.backward()
+        b_ends.append(time.perf_counter())
         opt.step()
         losses.append(float(loss.item()))
         ends.append(time.perf_counter())
     events = list(getattr(hook, "events", []))
     return RankRun(rank, run, losses, starts, ends, [r.record() for r in hook.records],
-                   _flat_params(model.module), events)  # fmt: skip
+                   _flat_params(model.module), events, b_starts, b_ends)  # fmt: skip
+
+
+def _no_communication(state: Any, bucket: Any) -> Any:
+    """A DDP hook that sends nothing: the bucket's own gradients, at once."""
+    import torch
+
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
 
 
 def train_rank(rank: int, n: int, config: LabConfig, runs: tuple[str, ...] = RUNS) -> list[RankRun]:

@@ -1,9 +1,15 @@
-"""Planning whole training strategies: the collectives of one step of DDP, ZeRO-1/2/3 (FSDP),
-tensor and pipeline parallelism and their combinations, timed on a cluster with the cost
-model's closed forms, what compute hides of them, and what the rest costs.
+"""Planning training runs: the collectives of one step of DDP, ZeRO-1/2/3 (FSDP), tensor,
+sequence, pipeline, context and expert parallelism and their combinations, timed on a cluster,
+what compute hides of them, the step's compute, memory, MFU and dollars, and a search for the
+best configuration. Nothing here imports torch.
 
-Modules: ``model`` (what is trained), ``cluster`` (where), ``strategy`` (how it is split),
-``groups`` (where each parallel group sits), ``volumes`` (the collectives and their sizes, from
-the published formulas), ``timing`` (one call on one group), ``overlap`` (what compute hides),
-``planner`` (a step's plan), ``verdict`` (its one-line summary). Nothing here imports torch.
+What is trained: ``model`` (shapes, parameter counts), ``presets``. Where: ``cluster`` (links,
+or a cluster as built). How it is split: ``strategy``, ``groups`` (where each group sits).
+What a step does: ``volumes`` (the collectives and their sizes, from the published formulas),
+``flops`` (Megatron-LM's count), ``compute`` (a roofline per kernel), ``step`` (a micro-batch
+on the busiest stage), ``memory``, ``pipeline`` (schedules). Pricing: ``timing`` (alpha-beta on
+links), ``nccl_timing`` (the NCCL model), ``overlap`` and ``exposure`` (what compute hides).
+The plan: ``record`` (settings and results), ``planner``, ``verdict``, ``search``,
+``calibrate`` (fit the efficiency to a measured step), ``timeline`` and ``picture`` (the step
+drawn).
 """

@@ -1,21 +1,29 @@
 """Where each parallel group sits on the cluster: inside one node, spread evenly over several
 nodes (hierarchical algorithms apply), or spread unevenly (priced flat on the inter-node link).
 
-Ranks are laid out Megatron-style (Shoeybi et al. 2019; Narayanan et al. 2021):
-``rank = t + tp * (d + dp * p)`` for TP index t, DP index d, PP stage p, and node =
-``rank // gpus_per_node``. So a TP group is tp consecutive ranks, a DP group strides by tp and a
-pipeline group by tp * dp.
+Ranks are laid out Megatron-style (Shoeybi et al. 2019; Narayanan et al. 2021; Megatron-Core's
+``tp-cp-ep-dp-pp`` order): ``rank = t + tp * (c + cp * (d + dp * p))`` for TP index t, CP index
+c, DP index d and PP stage p, and node = ``rank // gpus_per_node``. So a TP group is tp
+consecutive ranks, a CP group strides by tp, a DP group by tp * cp (its first ep members, then
+the next ep, ... form the expert-parallel groups), a pipeline group by tp * cp * dp.
+
+Group kinds: ``tp``, ``cp``, ``dp``, ``pp``, ``ep``; ``dpcp`` (the data- and context-parallel
+ranks together, which reduce the gradients of parameters every CP rank holds) and ``edp`` (the
+ranks holding the same experts: dp / ep x cp of them, which reduce the experts' gradients).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from ringtree.plan.strategy import Layout
 
-TP, DP, PP = "tp", "dp", "pp"
+TP, CP, DP, PP, EP, DPCP, EDP = "tp", "cp", "dp", "pp", "ep", "dpcp", "edp"
+#: The axes of (tp, cp, ep, dp / ep, pp) each kind of group runs along.
+_AXES = {TP: (0,), CP: (1,), EP: (2,), DP: (2, 3), PP: (4,), DPCP: (1, 2, 3), EDP: (1, 3)}
 
 
 @dataclass(frozen=True)
@@ -40,24 +48,38 @@ class GroupShape:
 
 def _members(layout: Layout, kind: str) -> np.ndarray:
     """Every group of ``kind`` as one row of its ranks, in group order."""
-    t, d, p = np.meshgrid(
-        np.arange(layout.tp), np.arange(layout.dp), np.arange(layout.pp), indexing="ij"
-    )
-    ranks = t + layout.tp * (d + layout.dp * p)  # shape (tp, dp, pp)
-    axis = {TP: 0, DP: 1, PP: 2}[kind]
-    return np.moveaxis(ranks, axis, -1).reshape(-1, ranks.shape[axis])
+    dims = (layout.tp, layout.cp, layout.ep, layout.dp // layout.ep, layout.pp)
+    t, c, e, d2, p = np.meshgrid(*(np.arange(n) for n in dims), indexing="ij")
+    d = e + layout.ep * d2
+    ranks = t + layout.tp * (c + layout.cp * (d + layout.dp * p))
+    axes = _AXES[kind]
+    rest = [a for a in range(5) if a not in axes]
+    # group order: the slowest-varying axis first, so that members run in rank order
+    order = rest + sorted(axes, reverse=True)
+    size = int(np.prod([dims[a] for a in axes]))
+    moved = np.transpose(ranks, order).reshape(-1, size)
+    return np.sort(moved, axis=1)
 
 
 def group_shape(layout: Layout, kind: str, gpus_per_node: int) -> GroupShape:
-    """The shape of the ``kind`` groups ("tp", "dp" or "pp") of ``layout``.
+    """The shape of the ``kind`` groups of ``layout`` (see the module doc for the kinds).
 
     When groups of one kind differ (some inside a node, some across), the one touching the most
     nodes (or an uneven one) is returned: a collective on several groups at once ends with the
     slowest.
     """
+    return _group_shape(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, kind,
+                        gpus_per_node)  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _group_shape(tp: int, cp: int, ep: int, dp: int, pp: int, kind: str, gpn: int) -> GroupShape:
+    layout = Layout("ddp", dp, tp, pp, cp=cp, ep=ep)
     rows = _members(layout, kind)
     size = rows.shape[1]
-    nodes = rows // gpus_per_node
+    if size == 1:
+        return GroupShape(1, 1, 1)
+    nodes = rows // gpn
     changes = np.diff(nodes, axis=1) != 0
     n_nodes = 1 + changes.sum(axis=1)
     most = int(n_nodes.max())

@@ -1,28 +1,44 @@
-"""What is trained: a model's size and the shapes that set its communication volumes.
+"""What is trained: a transformer's shape, from which its parameter count, FLOPs, activation
+memory and communication volumes follow.
 
-Presets ``7b``, ``13b``, ``70b`` are Llama-2 (Touvron et al. 2023, "Llama 2: Open Foundation
-and Fine-Tuned Chat Models", Table 1, and the released configs): their parameter counts are
-computed from the published shapes by :func:`llama_params` (6,738,415,616 / 13,015,864,320 /
-68,976,648,192, the figures the released checkpoints have). ``grammar-tutor`` is the seed's
-500k-parameter model; its layer count, hidden size and sequence length are ringtree's
-assumption (the seed gives only the parameter count).
+A model is known either by its parameter count alone (enough to price data parallelism), by
+the count with ``layers``, ``hidden`` and ``seq_len`` (enough for tensor and pipeline
+parallelism's volumes), or by its whole shape (heads, FFN size, vocabulary: enough for the
+compute and activation-memory models). Shapes are Megatron-LM's (Shoeybi et al. 2019):
+attention with ``heads`` query heads of ``head_dim`` and ``kv_heads`` key/value heads
+(grouped-query attention when fewer, Ainslie et al. 2023), an MLP of ``ffn`` (three matrices
+when ``gated``, SwiGLU as in Llama; two with GeLU as in GPT), and for a mixture of experts
+``experts`` MLPs of ``expert_ffn`` of which each token uses ``top_k`` (Shazeer et al. 2017;
+Fedus et al. 2021), optionally ``shared_experts`` every token uses, after ``dense_layers``
+ordinary layers (DeepSeek-V3). Presets live in :mod:`ringtree.plan.presets`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ringtree.errors import RingtreeError
+
+#: Shape fields a command line may override, as (field, flag).
+SHAPE_FLAGS = (
+    ("layers", "--layers"), ("hidden", "--hidden"), ("heads", "--heads"), ("ffn", "--ffn"),
+    ("vocab", "--vocab"), ("seq_len", "--seq-len"), ("kv_heads", "--kv-heads"),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Model:
     """A model as the planner sees it.
 
-    params: number of parameters (Psi in the ZeRO paper).
-    layers: transformer layers (TP communicates per layer; PP splits layers into stages).
-    hidden: hidden size h (TP and PP move b*s*h activations).
-    seq_len: tokens per sequence s.
+    params: number of parameters (Psi in the ZeRO paper); for an MoE model, all experts.
+    layers, hidden, seq_len: L, h, s (TP communicates per layer; PP splits layers).
+    heads, kv_heads, head_dim: attention shape (kv_heads < heads: grouped-query attention;
+        head_dim defaults to hidden / heads).
+    ffn: the dense MLP's inner size; gated: SwiGLU (3 matrices) instead of GeLU (2).
+    vocab: vocabulary (padded, as trained); tied: input and output embeddings shared.
+    dropout: dropout after attention and MLP (GPT-style; its 1-byte masks are activations).
+    experts, top_k, expert_ffn, shared_experts, dense_layers, capacity_factor: mixture of
+        experts (experts = 0: dense); capacity_factor None is dropless routing.
     """
 
     name: str
@@ -31,26 +47,81 @@ class Model:
     hidden: int | None = None
     seq_len: int | None = None
     source: str = ""
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    ffn: int | None = None
+    vocab: int | None = None
+    gated: bool = False
+    tied: bool = False
+    dropout: bool = False
+    experts: int = 0
+    top_k: int = 1
+    expert_ffn: int | None = None
+    shared_experts: int = 0
+    dense_layers: int = 0
+    capacity_factor: float | None = None
 
-    def with_overrides(
-        self,
-        params: int | None = None,
-        layers: int | None = None,
-        hidden: int | None = None,
-        seq_len: int | None = None,
-    ) -> Model:
-        """This model with any given field replaced (None keeps the preset's value)."""
-        changes = {
-            k: v
-            for k, v in {
-                "params": params, "layers": layers, "hidden": hidden, "seq_len": seq_len
-            }.items()
-            if v is not None
-        }  # fmt: skip
+    def with_overrides(self, params: int | None = None, **shape: int | None) -> Model:
+        """This model with any given field replaced (None keeps the preset's value). When a
+        shape field changes and ``params`` is not given, the count is recomputed from the
+        shape if the shape is complete."""
+        names = {f.name for f in fields(self)}
+        changes = {k: v for k, v in shape.items() if v is not None}
         for key, value in changes.items():
+            if key not in names:
+                raise RingtreeError(f"unknown model field {key!r}")
             if value < 1:
                 raise RingtreeError(f"model {key} must be >= 1, got {value}")
-        return replace(self, **changes) if changes else self
+        if params is not None and params < 1:
+            raise RingtreeError(f"model params must be >= 1, got {params}")
+        m = replace(self, **changes) if changes else self
+        if m.heads and m.hidden and m.head_dim is None and m.hidden % m.heads:
+            raise RingtreeError(
+                f"hidden size {m.hidden} does not split into {m.heads} attention heads"
+            )
+        if m.heads is not None and m.kv_heads is not None and m.heads % m.kv_heads:
+            raise RingtreeError(
+                f"{m.heads} attention heads do not split into {m.kv_heads} key/value groups"
+            )
+        if params is not None:
+            return replace(m, params=params)
+        if changes and m.complete:
+            return replace(m, params=count_params(m))
+        return m
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole shape is known (the compute and memory models need it)."""
+        return None not in (self.layers, self.hidden, self.seq_len, self.heads, self.ffn_size,
+                            self.vocab)  # fmt: skip
+
+    @property
+    def ffn_size(self) -> int | None:
+        """The dense MLP's inner size (an MoE model's expert size when it has no dense one)."""
+        return self.ffn if self.ffn is not None else self.expert_ffn
+
+    @property
+    def moe(self) -> bool:
+        """Whether some layers are mixtures of experts."""
+        return self.experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return (self.layers or 0) - self.dense_layers if self.moe else 0
+
+    @property
+    def kv(self) -> int:
+        """Key/value heads (= heads without grouped-query attention)."""
+        assert self.heads
+        return self.kv_heads or self.heads
+
+    @property
+    def dim(self) -> int:
+        """Head dimension d (hidden / heads unless given)."""
+        assert self.heads and self.hidden
+        return self.head_dim or self.hidden // self.heads
 
     def require_shape(self, why: str) -> tuple[int, int, int]:
         """``(layers, hidden, seq_len)``, or a RingtreeError saying which are missing."""
@@ -63,11 +134,55 @@ class Model:
         ]  # fmt: skip
         if missing:
             raise RingtreeError(
-                f"{why} needs the model's shape: give {', '.join(missing)} or a --model preset "
-                f"({', '.join(PRESETS)})"
+                f"{why} needs the model's shape: give {', '.join(missing)} or a --model preset"
             )
         assert self.layers and self.hidden and self.seq_len
         return self.layers, self.hidden, self.seq_len
+
+    def require_complete(self, why: str) -> None:
+        """RingtreeError naming the missing shape flags unless the whole shape is known."""
+        values = {"ffn": self.ffn_size}
+        missing = [
+            flag for key, flag in SHAPE_FLAGS
+            if key != "kv_heads" and values.get(key, getattr(self, key)) is None
+        ]  # fmt: skip
+        if missing:
+            raise RingtreeError(
+                f"{why} needs the model's whole shape: give {', '.join(missing)} or a --model "
+                "preset (or --compute / --tflops with --mfu instead)"
+            )
+
+
+def attention_params(m: Model) -> int:
+    """Q, K, V and output projections of one layer: h (a d) + 2 h (g d) + (a d) h."""
+    q = m.heads * m.dim  # type: ignore[operator]
+    return 2 * m.hidden * q + 2 * m.hidden * m.kv * m.dim  # type: ignore[operator]
+
+
+def mlp_params(hidden: int, ffn: int, gated: bool) -> int:
+    """One MLP: 3 h f with SwiGLU (gate, up, down), 2 h f with GeLU."""
+    return (3 if gated else 2) * hidden * ffn
+
+
+def expert_params(m: Model) -> int:
+    """All experts of one MoE layer (routed and shared) plus the router (h x experts)."""
+    assert m.hidden and m.expert_ffn
+    one = mlp_params(m.hidden, m.expert_ffn, m.gated)
+    return (m.experts + m.shared_experts) * one + m.hidden * m.experts
+
+
+def count_params(m: Model) -> int:
+    """Parameters of a complete shape, without biases: per layer the attention projections,
+    the MLP (or the experts and router), two norm weights; plus the embedding (and the output
+    layer unless tied) and the final norm. Llama-2's shapes give the released checkpoints'
+    counts exactly (tests)."""
+    assert m.complete and m.layers and m.hidden and m.vocab
+    h = m.hidden
+    per_layer = attention_params(m) + 2 * h
+    dense = mlp_params(h, m.ffn_size, m.gated)  # type: ignore[arg-type]
+    total = m.layers * per_layer + (m.layers - m.moe_layers) * dense
+    total += m.moe_layers * expert_params(m) if m.moe else 0
+    return total + (1 if m.tied else 2) * m.vocab * h + h
 
 
 def llama_params(layers: int, hidden: int, ffn: int, vocab: int, kv_heads_fraction: float) -> int:
@@ -82,31 +197,11 @@ def llama_params(layers: int, hidden: int, ffn: int, vocab: int, kv_heads_fracti
     return layers * per_layer + 2 * vocab * hidden + hidden
 
 
-_LLAMA2 = "Llama-2 shape (Touvron et al. 2023, Table 1; released config)"
-
-PRESETS: dict[str, Model] = {
-    "grammar-tutor": Model(
-        "grammar-tutor", 500_000, layers=2, hidden=128, seq_len=64,
-        source="the seed's 500k parameters; layers/hidden/seq_len are ringtree's assumption",
-    ),
-    "7b": Model(
-        "7b", llama_params(32, 4096, 11008, 32000, 1.0), layers=32, hidden=4096, seq_len=4096,
-        source=_LLAMA2,
-    ),
-    "13b": Model(
-        "13b", llama_params(40, 5120, 13824, 32000, 1.0), layers=40, hidden=5120, seq_len=4096,
-        source=_LLAMA2,
-    ),
-    "70b": Model(
-        "70b", llama_params(80, 8192, 28672, 32000, 8 / 64), layers=80, hidden=8192,
-        seq_len=4096, source=_LLAMA2 + ", grouped-query attention with 8 KV heads",
-    ),
-}  # fmt: skip
-
-
-def get_model(name: str) -> Model:
-    """The preset called ``name`` (case-insensitive), or a RingtreeError listing them."""
-    key = name.strip().lower()
-    if key not in PRESETS:
-        raise RingtreeError(f"unknown model preset {name!r}: expected one of {', '.join(PRESETS)}")
-    return PRESETS[key]
+def active_params(m: Model) -> int:
+    """Parameters one token uses: all of a dense model; an MoE model's attention, dense
+    layers, shared experts and top_k routed experts."""
+    if not m.moe:
+        return m.params
+    assert m.hidden and m.expert_ffn
+    unused = (m.experts - m.top_k) * mlp_params(m.hidden, m.expert_ffn, m.gated)
+    return m.params - m.moe_layers * unused

@@ -1,188 +1,48 @@
 """A training step's plan: every collective timed on the cluster, what compute hides of it,
-what the rest costs.
+the pipeline's bubble, memory, MFU, and what the rest costs.
 
-Step time = compute + exposed communication + pipeline bubble, where compute is one GPU's
-forward + backward time for its share of the step (the global batch is fixed, so every strategy
-gives each GPU the same work), split 1/3 forward, 2/3 backward (the backward does twice the
-forward's FLOPs: 6 Psi per token in all, Kaplan et al. 2020), evenly over the m micro-batches.
-Communication dollars follow the seed: exposed communication time x price per GPU-second x GPUs.
+Two ways to know the compute:
+
+- *given* (``--compute``, or ``--tflops`` with ``--mfu``: 6 Psi tokens / (GPUs x peak x mfu),
+  Kaplan et al. 2020): one GPU's forward + backward per step, split 1/3 forward, 2/3
+  backward, evenly over the m micro-batches; DP collectives hide behind those windows, the
+  rest is on the critical path, and the bubble adds (p - 1)/(v m) of compute.
+- *modelled* (a cluster as built and a model's whole shape): the roofline of
+  :mod:`ringtree.plan.compute` per micro-batch on the busiest stage (:mod:`ringtree.plan.step`);
+  the backward's TP collectives hide behind each layer's weight-gradient GEMMs and CP
+  transfers behind its attention; the pipeline runs (m + (p - 1)/v) micro-batch times; DP
+  collectives hide behind one micro-batch's forward or backward; then the optimizer step.
+
+Step time = compute + exposed communication + bubble + optimizer step. Communication dollars
+follow the seed: exposed communication time x price per GPU-second x GPUs; the whole step's
+dollars are the step time x that.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from functools import lru_cache
 
 from ringtree.errors import RingtreeError
 from ringtree.plan.cluster import Cluster
-from ringtree.plan.groups import GroupShape, group_shape
+from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
+from ringtree.plan.flops import hardware_flops, model_flops
+from ringtree.plan.memory import MEGATRON, Memory, memory
 from ringtree.plan.model import Model
-from ringtree.plan.overlap import exposed_s
+from ringtree.plan.nccl_timing import NcclTimer
+from ringtree.plan.pipeline import check_schedule
+from ringtree.plan.record import DP_OVERLAP, Plan, Training
 from ringtree.plan.strategy import Layout, Strategy
-from ringtree.plan.timing import CallTime, Timer
+from ringtree.plan.timing import Timer
 from ringtree.plan.verdict import verdict
-from ringtree.plan.volumes import (
-    FORWARD,
-    Batch,
-    CommOp,
-    model_state_bytes,
-    stage_layers,
-    step_collectives,
-)
-
-FORWARD_SHARE = 1 / 3
-SECONDS_PER_DAY = 86_400
-
-
-@dataclass(frozen=True)
-class Training:
-    """How the step is run, whatever the strategy.
-
-    itemsize: bytes per parameter/gradient/activation element.
-    micro_batch: sequences per micro-batch (b).
-    global_batch: sequences per step over the whole cluster (None: one micro-batch per GPU).
-    compute_s: one GPU's forward + backward time per step (None: from tflops and mfu, or
-    unknown: then nothing is hidden and no overhead is given).
-    tflops, mfu: peak dense TFLOP/s of one GPU and the fraction reached; compute = 6 Psi
-    tokens / (GPUs * tflops * 1e12 * mfu) (Kaplan et al. 2020; Narayanan et al. 2021).
-    bucket_bytes: gradient bucket (None: the framework's default; 0 for one collective).
-    steps_per_second: for the per-day figure (None: 1 / step time).
-    """
-
-    itemsize: int = 2
-    micro_batch: int = 1
-    global_batch: int | None = None
-    compute_s: float | None = None
-    tflops: float | None = None
-    mfu: float | None = None
-    bucket_bytes: int | None = None
-    steps_per_second: float | None = None
-
-
-@dataclass(frozen=True)
-class TimedOp:
-    """One CommOp of the step, priced: per-step bytes per GPU, time, exposed time."""
-
-    op: CommOp
-    shape: GroupShape
-    call: CallTime
-    bytes_per_gpu: int
-    time_s: float
-    latency_s: float
-    exposed_s: float
-
-    def to_json(self) -> dict:
-        """The ``collectives`` entry of ``--json``."""
-        return {
-            "op": self.op.op,
-            "bytes_per_gpu": self.bytes_per_gpu,
-            "time_s": self.time_s,
-            "exposed_s": self.exposed_s,
-            "group": self.op.group,
-            "group_size": self.shape.size,
-            "nodes": self.shape.nodes,
-            "calls": self.op.calls,
-            "algorithm": self.call.algorithm,
-            "hierarchical": self.call.hierarchical,
-            "forced": self.call.forced,
-            "latency_s": self.latency_s,
-            "source": self.op.source,
-        }
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The plan of one strategy on one cluster."""
-
-    strategy: str
-    model: Model
-    layout: Layout
-    micro_batches: int
-    collectives: list[TimedOp]
-    compute_s: float | None
-    bubble_s: float
-    memory_bytes_per_gpu: int
-    cluster: Cluster
-    training: Training
-    verdict: str = field(default="", compare=False)
-
-    @property
-    def bytes_per_gpu(self) -> int:
-        """Bytes one GPU sends per step, all collectives."""
-        return sum(c.bytes_per_gpu for c in self.collectives)
-
-    @property
-    def comm_time_s(self) -> float:
-        """Communication time per step if nothing overlapped."""
-        return sum(c.time_s for c in self.collectives)
-
-    @property
-    def exposed_s(self) -> float:
-        """Communication time compute does not hide."""
-        return sum(c.exposed_s for c in self.collectives)
-
-    @property
-    def step_time_s(self) -> float | None:
-        """compute + exposed communication + bubble (None without compute)."""
-        if self.compute_s is None:
-            return None
-        return self.compute_s + self.exposed_s + self.bubble_s
-
-    @property
-    def overhead(self) -> float | None:
-        """Exposed communication over compute (0.156 for 15.6 %)."""
-        if not self.compute_s:
-            return None
-        return self.exposed_s / self.compute_s
-
-    @property
-    def fits_memory(self) -> bool:
-        """Whether parameters, gradients and optimizer states fit in one GPU's memory."""
-        return self.memory_bytes_per_gpu <= self.cluster.gpu_memory_bytes
-
-    @property
-    def usd_per_step(self) -> float | None:
-        """Dollars of exposed communication per step, on every GPU."""
-        rate = self.cluster.usd_per_second
-        return None if rate is None else self.exposed_s * rate
-
-    @property
-    def usd_per_day(self) -> float | None:
-        """usd_per_step x steps per day (from --steps-per-second, else from the step time)."""
-        per_step = self.usd_per_step
-        if per_step is None:
-            return None
-        if self.training.steps_per_second is not None:
-            return per_step * self.training.steps_per_second * SECONDS_PER_DAY
-        step = self.step_time_s
-        return None if not step else per_step * SECONDS_PER_DAY / step
-
-    def to_json(self) -> dict:
-        """One entry of ``{"plans": [...]}``."""
-        return {
-            "strategy": self.strategy,
-            "collectives": [c.to_json() for c in self.collectives],
-            "bytes_per_gpu": self.bytes_per_gpu,
-            "comm_time_s": self.comm_time_s,
-            "exposed_s": self.exposed_s,
-            "overhead": self.overhead,
-            "usd_per_step": self.usd_per_step,
-            "usd_per_day": self.usd_per_day,
-            "layout": {"dp": self.layout.dp, "tp": self.layout.tp, "pp": self.layout.pp},
-            "micro_batches": self.micro_batches,
-            "compute_s": self.compute_s,
-            "bubble_s": self.bubble_s,
-            "step_time_s": self.step_time_s,
-            "memory_bytes_per_gpu": self.memory_bytes_per_gpu,
-            "fits_memory": self.fits_memory,
-            "verdict": self.verdict,
-        }
+from ringtree.plan.volumes import Batch, model_state_bytes, stage_layers, step_collectives
 
 
 def compute_time_s(
     model: Model, cluster: Cluster, training: Training, global_batch: int
 ) -> float | None:
-    """One GPU's compute per step: given, or 6 Psi tokens / (GPUs * peak * mfu); None if
-    neither is known."""
+    """One GPU's compute per step when given: as given, or 6 Psi tokens / (GPUs * peak *
+    mfu); None if neither is known."""
     if training.compute_s is not None:
         return training.compute_s
     if training.tflops is None or training.mfu is None:
@@ -204,79 +64,107 @@ def micro_batches(layout: Layout, training: Training, global_batch: int) -> int:
     return global_batch // per_replica
 
 
+def modelled(model: Model, cluster: Cluster, training: Training) -> bool:
+    """Whether the compute model applies: a cluster as built, a whole shape, no compute
+    given."""
+    given = training.compute_s is not None or training.tflops is not None
+    return cluster.hardware is not None and model.complete and not given
+
+
+def _check(model: Model, layout: Layout, training: Training) -> None:
+    stage_layers(model, layout)  # pp <= layers
+    if layout.ep > 1 and not model.moe:
+        raise RingtreeError(f"ep={layout.ep} needs a mixture-of-experts model ({model.name} "
+                            "is dense)")  # fmt: skip
+    if model.moe and model.experts % layout.ep:
+        raise RingtreeError(f"ep={layout.ep} does not divide the {model.experts} experts")
+    if layout.cp > 1 and (model.seq_len is None or model.seq_len % (2 * layout.cp)):
+        raise RingtreeError(
+            f"cp={layout.cp} needs a sequence length divisible by 2 cp (load-balanced ring "
+            f"attention), got {model.seq_len}"
+        )
+    if training.dp_overlap not in DP_OVERLAP:
+        raise RingtreeError(f"dp overlap {training.dp_overlap!r}: expected {', '.join(DP_OVERLAP)}")
+
+
+def timer_for(cluster: Cluster, training: Training) -> Timer | NcclTimer:
+    """The NCCL model on a cluster as built, else the links' alpha-beta model."""
+    if cluster.hardware is not None:
+        return NcclTimer(cluster.hardware, dict(training.nccl_env))
+    return Timer(cluster.intra, cluster.inter)
+
+
 def plan(
-    model: Model, cluster: Cluster, strategy: Strategy, training: Training,
-    timer: Timer | None = None, with_verdict: bool = True,
+    model: Model, cluster: Cluster, strategy: Strategy | Layout, training: Training,
+    timer: Timer | NcclTimer | None = None, with_verdict: bool = True,
 ) -> Plan:  # fmt: skip
     """Time every collective of one step of ``strategy`` and what compute hides of it; the
     verdict weighs the other data-parallel flavours of the same layout (priced as well)."""
-    layout = strategy.resolve(cluster.gpus)
-    stage_layers(model, layout)  # pp <= layers
-    global_batch = training.global_batch or cluster.gpus * training.micro_batch
+    layout = strategy.resolve(cluster.gpus) if isinstance(strategy, Strategy) else strategy
+    text = strategy.text if isinstance(strategy, Strategy) else layout.name
+    _check(model, layout, training)
+    global_batch = default_global_batch(cluster, layout, training)
     m = micro_batches(layout, training, global_batch)
-    batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes)
-    timer = timer or Timer(cluster.intra, cluster.inter)
-    compute = compute_time_s(model, cluster, training, global_batch)
-    ops = step_collectives(model, layout, batch)
-    timed = _time_ops(ops, layout, cluster, timer, compute, m, training.itemsize)
-    bubble = (layout.pp - 1) / m * compute if compute is not None else 0.0
-    memory = model_state_bytes(model, layout, training.itemsize)
+    check_schedule(layout.pp, m, layout.v)
+    timer = timer or timer_for(cluster, training)
+    mem: Memory | None = None
+    if cluster.hardware is not None and model.complete:
+        mem = memory(model, layout, training.micro_batch, m, training.recompute,
+                     training.attention, training.itemsize, training.framework)  # fmt: skip
+        need = mem.total
+    else:
+        need = model_state_bytes(model, layout, training.itemsize)
+    flops, hw_flops = step_flops(model, global_batch, training.recompute)
+    peak = None
+    if modelled(model, cluster, training):
+        dev = device(cluster, training)
+        core = modelled_step(model, cluster, layout, training, timer, m)
+        timed = timed_ops(core.priced, core.exposed)
+        compute, bubble, opt, mb, peak = core.compute, core.bubble, core.optimizer, core.mb, (
+            dev.peak_flops)  # fmt: skip
+    else:
+        batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
+                      training.recompute == "full", training.framework == MEGATRON)  # fmt: skip
+        priced = price_ops(step_collectives(model, layout, batch), layout,
+                        cluster.gpus_per_node, timer, training.itemsize)  # fmt: skip
+        mb, opt = None, 0.0
+        compute = compute_time_s(model, cluster, training, global_batch)
+        timed = given_step(priced, compute, m)
+        bubble = (layout.pp - 1) / (layout.v * m) * compute if compute is not None else 0.0
+        peak = training.tflops * 1e12 if training.tflops else None
+        if peak is None and cluster.hardware is not None and compute is not None:
+            peak = cluster.hardware.gpu.bf16_tflops * 1e12 or None
     p = Plan(
-        strategy.text, model, layout, m, timed, compute, bubble, memory, cluster, training
+        text, model, layout, m, timed, compute, bubble, need, cluster, training, "", mem,
+        opt, flops, hw_flops, peak, mb,
     )  # fmt: skip
     if not with_verdict:
         return p
 
-    def other_flavor(flavor: str) -> Plan:
-        alt = replace(strategy, text=flavor, flavor=flavor)
-        return plan(model, cluster, alt, training, timer, with_verdict=False)
+    def alternative(alt: Layout, changed: Training) -> Plan | None:
+        try:
+            return plan(model, cluster, alt, changed, timer, with_verdict=False)
+        except RingtreeError:
+            return None
 
-    return replace(p, verdict=verdict(p, other_flavor))
+    return replace(p, verdict=verdict(p, alternative))
 
 
-def _time_ops(
-    ops: list[CommOp], layout: Layout, cluster: Cluster, timer: Timer, compute_s: float | None,
-    m: int, itemsize: int,
-) -> list[TimedOp]:  # fmt: skip
-    """Price each op's calls, then its exposed time: ops on the critical path show whole;
-    ops that share a compute window (and a number of rounds) share one stream, whose round is
-    priced under the overlap model and whose exposed time is split by their round times."""
-    shapes = {g: group_shape(layout, g, cluster.gpus_per_node) for g in {op.group for op in ops}}
-    priced = []
-    for op in ops:
-        shape = shapes[op.group]
-        if op.collective is None:
-            full, last = (
-                timer.point_to_point(shape, b) for b in (op.bytes_per_call, op.last_bytes)
-            )
-        else:
-            full, last = (
-                timer.call(op.collective, shape, b, itemsize)
-                for b in (op.bytes_per_call, op.last_bytes)
-            )
-        priced.append((op, shape, full, last))
-    round_s = [(op.calls_per_round - 1) * f.time_s + la.time_s for op, _, f, la in priced]
-    exposed_round = list(round_s)
-    streams: dict[tuple[str, int], list[int]] = {}
-    for i, (op, *_) in enumerate(priced):
-        if op.window is not None and compute_s is not None:
-            streams.setdefault((op.window, op.rounds), []).append(i)
-    for (window, _), members in streams.items():
-        share = FORWARD_SHARE if window == FORWARD else 1 - FORWARD_SHARE
-        n = max(priced[i][0].calls_per_round for i in members)
-        call_s = sum(priced[i][2].time_s for i in members)
-        last_s = sum(priced[i][3].time_s for i in members)
-        shown = exposed_s(call_s, last_s, n, share * compute_s / m)  # type: ignore[operator]
-        total = sum(round_s[i] for i in members)
-        for i in members:
-            exposed_round[i] = shown * round_s[i] / total if total else 0.0
-    out = []
-    for (op, shape, full, last), t, shown in zip(priced, round_s, exposed_round, strict=True):
-        sent = int((op.calls_per_round - 1) * full.bytes_sent + last.bytes_sent)
-        latency = (op.calls_per_round - 1) * full.latency_s + last.latency_s
-        r = op.rounds
-        out.append(TimedOp(op, shape, full, sent * r, t * r, latency * r, shown * r))
-    return out
+@lru_cache(maxsize=1024)
+def step_flops(model: Model, global_batch: int, recompute: str) -> tuple[float | None, ...]:
+    """(model FLOPs, hardware FLOPs) per step: Megatron-LM's count for a whole shape, 6 Psi
+    tokens with only a sequence length, None without."""
+    if model.complete:
+        return model_flops(model, global_batch), hardware_flops(model, global_batch, recompute)
+    if model.seq_len is not None:
+        six = 6.0 * model.params * global_batch * model.seq_len
+        return six, six
+    return None, None
+
+
+def default_global_batch(cluster: Cluster, layout: Layout, training: Training) -> int:
+    """The global batch: given, or one micro-batch per data-parallel replica's GPU."""
+    return training.global_batch or cluster.gpus * training.micro_batch // layout.cp
 
 
 def rank_key(p: Plan) -> tuple[bool, float]:
@@ -292,7 +180,7 @@ def compare(
     """Plans of ``strategies``, best first (:func:`rank_key`); one Timer prices every call, so
     a call that several strategies share is priced once. With ``skip_invalid``, strategies
     that do not apply (a global batch that does not split over their dp) are left out."""
-    timer = Timer(cluster.intra, cluster.inter)
+    timer = timer_for(cluster, training)
     plans = []
     for s in strategies:
         try:

@@ -1,12 +1,14 @@
-"""How the work is split: a data-parallel flavour and the dp x tp x pp layout.
+"""How the work is split: a data-parallel flavour and the dp x tp x pp (x cp) layout, with
+expert parallelism (ep, inside dp) and interleaved pipeline stages (v per GPU).
 
 Written as the command line takes it: comma-separated items, each a data-parallel flavour
 (``ddp``, ``zero1``, ``zero2``, ``zero3``, ``fsdp`` = ``zero3``), a degree (``dp=8``, ``tp=8``,
-``pp=4``) or ``sp`` (Megatron sequence parallelism for the TP collectives). ``tp=8`` alone
-means ``ddp,tp=8`` with dp = GPUs / (tp * pp).
+``pp=4``, ``cp=2`` context parallel, ``ep=8`` expert parallel, ``v=2`` virtual pipeline stages
+per GPU) or ``sp`` (Megatron sequence parallelism for the TP collectives). ``tp=8`` alone
+means ``ddp,tp=8`` with dp = GPUs / (tp * pp * cp).
 
 >>> parse_strategy("zero1,tp=8,pp=2").resolve(64)
-Layout(flavor='zero1', dp=4, tp=8, pp=2, sp=False)
+Layout(flavor='zero1', dp=4, tp=8, pp=2, sp=False, cp=1, ep=1, v=1)
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from ringtree.errors import RingtreeError
 
 FLAVORS = ("ddp", "zero1", "zero2", "zero3")
 _ALIASES = {"fsdp": "zero3", "zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3"}
-_ACCEPTED = "ddp, zero1, zero2, zero3 (fsdp), dp=N, tp=N, pp=N, sp, joined by commas"
+_DEGREES = ("dp", "tp", "pp", "cp", "ep", "v")
+_ACCEPTED = (
+    "ddp, zero1, zero2, zero3 (fsdp), dp=N, tp=N, pp=N, cp=N, ep=N, v=N, sp, joined by commas"
+)
 
 
 @dataclass(frozen=True)
@@ -30,45 +35,61 @@ class Strategy:
     tp: int = 1
     pp: int = 1
     sp: bool = False
+    cp: int = 1
+    ep: int = 1
+    v: int = 1
 
     def resolve(self, gpus: int) -> Layout:
-        """The full layout on ``gpus`` GPUs (RingtreeError when dp * tp * pp != gpus)."""
-        if gpus % (self.tp * self.pp):
+        """The full layout on ``gpus`` GPUs (RingtreeError when dp * tp * pp * cp != gpus, or
+        ep does not divide dp)."""
+        split = self.tp * self.pp * self.cp
+        if gpus % split:
+            what = "tp x pp" + " x cp" * (self.cp > 1)
+            sizes = f"{self.tp} x {self.pp}" + f" x {self.cp}" * (self.cp > 1)
             raise RingtreeError(
-                f"{gpus} GPUs are not divisible by tp x pp = {self.tp} x {self.pp} "
-                f"(strategy {self.text!r})"
+                f"{gpus} GPUs are not divisible by {what} = {sizes} (strategy {self.text!r})"
             )
-        dp = gpus // (self.tp * self.pp)
+        dp = gpus // split
         if self.dp is not None and self.dp != dp:
             raise RingtreeError(
                 f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
-                f"{self.dp * self.tp * self.pp} but there are {gpus} GPUs (strategy {self.text!r})"
+                f"{self.dp * split} but there are {gpus} GPUs (strategy {self.text!r})"
             )
-        return Layout(self.flavor, dp, self.tp, self.pp, self.sp)
+        if dp % self.ep:
+            raise RingtreeError(
+                f"ep={self.ep} does not divide dp={dp}: expert parallelism splits the "
+                f"data-parallel group (strategy {self.text!r})"
+            )
+        return Layout(self.flavor, dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """dp x tp x pp = GPUs, ranked Megatron-style: TP fastest (consecutive ranks, so a TP
-    group sits inside a node when tp divides the node), then DP, then PP (slowest)."""
+    """dp x tp x pp x cp = GPUs, ranked Megatron-style: TP fastest (consecutive ranks, so a TP
+    group sits inside a node when tp divides the node), then CP, then DP (whose consecutive
+    runs of ep members form the expert-parallel groups), then PP (slowest)."""
 
     flavor: str
     dp: int
     tp: int
     pp: int
     sp: bool = False
+    cp: int = 1
+    ep: int = 1
+    v: int = 1
 
     @property
     def gpus(self) -> int:
-        """dp * tp * pp."""
-        return self.dp * self.tp * self.pp
+        """dp * tp * pp * cp."""
+        return self.dp * self.tp * self.pp * self.cp
 
     @property
     def name(self) -> str:
-        """Canonical spelling: ``zero3``, ``ddp,tp=8``, ``zero1,tp=8,pp=4,sp``."""
+        """Canonical spelling: ``zero3``, ``ddp,tp=8``, ``zero1,tp=8,pp=4,v=2,sp``."""
         parts = [self.flavor]
-        parts += [f"tp={self.tp}"] if self.tp > 1 else []
-        parts += [f"pp={self.pp}"] if self.pp > 1 else []
+        for key in ("tp", "pp", "v", "cp", "ep"):
+            value = getattr(self, key)
+            parts += [f"{key}={value}"] if value > 1 else []
         parts += ["sp"] if self.sp else []
         return ",".join(parts)
 
@@ -84,7 +105,8 @@ def _degree(key: str, value: str, text: str) -> int:
 
 
 def parse_strategy(text: str) -> Strategy:
-    """A Strategy from ``ddp``, ``zero3``, ``tp=8``, ``dp=4,tp=8,pp=2``, ``zero1,tp=8,sp``."""
+    """A Strategy from ``ddp``, ``zero3``, ``tp=8``, ``dp=4,tp=8,pp=2``, ``zero1,tp=8,sp``,
+    ``ep=8,tp=1``, ``tp=8,pp=4,v=3,cp=2``."""
     flavor: str | None = None
     degrees: dict[str, int] = {}
     sp = False
@@ -94,7 +116,8 @@ def parse_strategy(text: str) -> Strategy:
     for item in items:
         key, eq, value = item.partition("=")
         key = key.strip()
-        if eq and key in ("dp", "tp", "pp"):
+        key = "v" if key in ("vpp", "vp") else key
+        if eq and key in _DEGREES:
             if key in degrees:
                 raise RingtreeError(f"{key} given twice in strategy {text!r}")
             degrees[key] = _degree(key, value.strip(), text)
@@ -106,10 +129,15 @@ def parse_strategy(text: str) -> Strategy:
             flavor = _ALIASES.get(key, key)
         else:
             raise RingtreeError(f"unknown item {item!r} in strategy {text!r}: expected {_ACCEPTED}")
-    tp = degrees.get("tp", 1)
+    tp, pp, v = degrees.get("tp", 1), degrees.get("pp", 1), degrees.get("v", 1)
     if sp and tp == 1:
         raise RingtreeError(f"sp (sequence parallel) needs tp > 1 in strategy {text!r}")
-    return Strategy(text.strip(), flavor or "ddp", degrees.get("dp"), tp, degrees.get("pp", 1), sp)
+    if v > 1 and pp == 1:
+        raise RingtreeError(f"v={v} virtual stages need a pipeline (pp > 1) in strategy {text!r}")
+    return Strategy(
+        text.strip(), flavor or "ddp", degrees.get("dp"), tp, pp, sp,
+        degrees.get("cp", 1), degrees.get("ep", 1), v,
+    )  # fmt: skip
 
 
 def candidate_strategies(gpus: int, gpus_per_node: int, layers: int | None) -> list[Strategy]:

@@ -64,6 +64,25 @@ class Timer:
         link = self.link_for(shape)
         return CallTime("p2p", Terms(1, nbytes).time_s(link), nbytes, link.alpha_s)
 
+    def all_to_all(self, shape: GroupShape, nbytes: int) -> CallTime:
+        """An all-to-all of ``nbytes`` per GPU as the pairwise exchange: n - 1 steps, each
+        sending S/n to one peer; across nodes the S (g-1)/n bound for the g - 1 peers of the
+        node go over the intra-node link while S (n-g)/n goes over the inter-node one."""
+        n = shape.size
+        if n == 1 or nbytes == 0:
+            return CallTime("none", 0.0, 0, 0.0)
+        if shape.intra:
+            lat = (n - 1) * self.intra.alpha_s
+            band = nbytes * (n - 1) / n / self.intra.bandwidth_Bps
+        else:
+            g = shape.per_node or 1
+            lat = (n - 1) * self.inter.alpha_s
+            band = max(
+                nbytes * (g - 1) / n / self.intra.bandwidth_Bps,
+                nbytes * (n - g) / n / self.inter.bandwidth_Bps,
+            )
+        return CallTime("pairwise", lat + band, nbytes * (n - 1) / n, lat)
+
     def _call(
         self, collective: Collective, shape: GroupShape, nbytes: int, itemsize: int
     ) -> CallTime:

@@ -13,12 +13,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ringtree.plan.strategy import FLAVORS
-from ringtree.plan.volumes import model_state_bytes
+from ringtree.plan.strategy import FLAVORS, Layout
 from ringtree.units import format_bytes, format_percent, format_time
 
 if TYPE_CHECKING:
-    from ringtree.plan.planner import Plan, TimedOp
+    from ringtree.plan.record import Plan, TimedOp, Training
+
+#: ``alternative(layout, training)``: the plan of a changed configuration (None when it
+#: does not apply).
+Alternative = Callable[["Layout", "Training"], "Plan | None"]
 
 COMPUTE_BOUND_BELOW = 0.10
 COMM_BOUND_ABOVE = 1.0
@@ -31,23 +34,48 @@ def _key(plan: Plan) -> float:
     return plan.exposed_s if step is None else step
 
 
-def _best_flavor(plan: Plan, other: Callable[[str], Plan], fits_only: bool) -> Plan | None:
-    """The fastest other data-parallel flavour whose model states fit, if it is at least
-    ``BETTER_BY`` faster (any that fits, when ``plan`` itself does not fit). Flavours that
-    cannot fit are not priced."""
+def _best_flavor(plan: Plan, other: Alternative, fits_only: bool) -> Plan | None:
+    """The fastest other data-parallel flavour that fits, if it is at least ``BETTER_BY``
+    faster (any that fits, when ``plan`` itself does not fit)."""
     if plan.layout.dp == 1:
         return None
     best = None
     for flavor in FLAVORS:
-        layout = replace(plan.layout, flavor=flavor)
-        need = model_state_bytes(plan.model, layout, plan.training.itemsize)
-        if flavor == plan.layout.flavor or need > plan.cluster.gpu_memory_bytes:
+        if flavor == plan.layout.flavor:
             continue
-        alt = other(flavor)
+        alt = other(replace(plan.layout, flavor=flavor), plan.training)
+        if alt is None or not alt.fits_memory:
+            continue
         if not fits_only and _key(alt) > (1 - BETTER_BY) * _key(plan):
             continue
         if best is None or _key(alt) < _key(best):
             best = alt
+    return best
+
+
+def _fits_with(plan: Plan, other: Alternative) -> tuple[str, Plan] | None:
+    """The fastest single change that makes ``plan`` fit: another ZeRO stage, sequence
+    parallelism, recomputation, a micro-batch of 1, twice the tp or the pp."""
+    lay, tr = plan.layout, plan.training
+    tries: list[tuple[str, Layout, Training]] = []
+    tries += [(f, replace(lay, flavor=f), tr) for f in FLAVORS if f != lay.flavor and lay.dp > 1]
+    if lay.tp > 1 and not lay.sp:
+        tries.append(("sp", replace(lay, sp=True), tr))
+    for rc in ("selective", "full"):
+        if rc != tr.recompute and not (rc == "selective" and tr.recompute == "full"):
+            tries.append((f"--recompute {rc}", lay, replace(tr, recompute=rc)))
+    if tr.micro_batch > 1:
+        tries.append(("--micro-batch 1", lay, replace(tr, micro_batch=1)))
+    if lay.dp % 2 == 0:
+        tries.append((f"tp={2 * lay.tp}", replace(lay, tp=2 * lay.tp, dp=lay.dp // 2), tr))
+        tries.append((f"pp={2 * lay.pp}", replace(lay, pp=2 * lay.pp, dp=lay.dp // 2), tr))
+    best: tuple[str, Plan] | None = None
+    for what, layout, training in tries:
+        alt = other(layout, training)
+        if alt is None or not alt.fits_memory:
+            continue
+        if best is None or _key(alt) < _key(best[1]):
+            best = (what, alt)
     return best
 
 
@@ -60,7 +88,7 @@ def _step(plan: Plan) -> str:
     )
 
 
-def _fix(plan: Plan, top: TimedOp, other: Callable[[str], Plan]) -> str:
+def _fix(plan: Plan, top: TimedOp, other: Alternative) -> str:
     """What to change when ``top`` is the collective that shows the most."""
     layout, op, shape = plan.layout, top.op, top.shape
     latency_bound = top.time_s > 0 and top.latency_s > 0.5 * top.time_s
@@ -88,15 +116,35 @@ def _fix(plan: Plan, top: TimedOp, other: Callable[[str], Plan]) -> str:
     return f"{op.op} over {link.name} outruns compute: raise the batch per GPU or add tp/pp"
 
 
-def verdict(plan: Plan, other_flavor: Callable[[str], Plan]) -> str:
-    """The one-line verdict on ``plan``; ``other_flavor(f)`` prices the same layout with
-    data-parallel flavour ``f``, so that a suggested change is one the model says is better."""
-    if not plan.fits_memory:
-        need = format_bytes(plan.memory_bytes_per_gpu)
-        have = format_bytes(plan.cluster.gpu_memory_bytes)
-        alt = _best_flavor(plan, other_flavor, fits_only=True)
+def _does_not_fit(plan: Plan, other: Alternative) -> str:
+    need = format_bytes(plan.memory_bytes_per_gpu)
+    have = format_bytes(plan.cluster.gpu_memory_bytes)
+    if plan.memory is None:  # model states only (a plan on links)
+        alt = _best_flavor(plan, other, fits_only=True)
         fix = f"use {alt.layout.flavor} ({_step(alt)})" if alt else "raise tp x pp or add GPUs"
         return f"does not fit: model states need {need} per GPU, over {have}: {fix}"
+    over = format_bytes(plan.memory_bytes_per_gpu - plan.cluster.gpu_memory_bytes)
+    parts = plan.memory.to_json()
+    largest = max(("weights", "gradients", "optimizer", "activations"),
+                  key=lambda k: parts[f"{k}_bytes"])  # fmt: skip
+    found = _fits_with(plan, other)
+    fix = (
+        f"it fits with {found[0]} ({format_bytes(found[1].memory_bytes_per_gpu)}, "
+        f"{_step(found[1])})"
+        if found
+        else "no single change makes it fit: add GPUs (or --search)"
+    )
+    return (
+        f"does not fit: needs {need} per GPU, {over} over {have} (the largest part: "
+        f"{largest} {format_bytes(parts[f'{largest}_bytes'])}); {fix}"
+    )
+
+
+def verdict(plan: Plan, other: Alternative) -> str:
+    """The one-line verdict on ``plan``; ``other(layout, training)`` plans a changed
+    configuration, so that a suggested change is one the model says fits or is faster."""
+    if not plan.fits_memory:
+        return _does_not_fit(plan, other)
     if plan.compute_s is None:
         return (
             f"communication takes {format_time(plan.comm_time_s, exact=False)} per step; give "
@@ -116,5 +164,5 @@ def verdict(plan: Plan, other_flavor: Callable[[str], Plan]) -> str:
             "lower pp"
         )
     else:
-        fix = _fix(plan, top, other_flavor)
+        fix = _fix(plan, top, other)
     return f"{state}: exposed communication adds {pct} to compute; first change: {fix}"

@@ -27,10 +27,27 @@ the same bytes, twice the calls.
 Pipeline parallel (over the pp group; Narayanan et al. 2021, Sec. 2.2 and 4.1): per micro-batch
 and stage boundary, one point-to-point send of the activations forward and one of their
 gradients backward, b*s*h/tp elements each (the scatter/gather optimisation: each TP rank sends
-its 1/tp); the 1F1B schedule idles a fraction (p-1)/(m+p-1) of the step (the bubble).
+its 1/tp; b*s*h without it, as DeepSpeed's pipeline engine sends), v times each with v
+interleaved stages per GPU; the 1F1B schedule idles a fraction (p-1)/(m+p-1) of the step (the
+bubble, :mod:`ringtree.plan.pipeline`).
 
-Not modelled: embedding/LM-head TP collectives, activation recomputation, expert or context
-parallelism.
+Full activation recomputation (Korthikanti et al. 2022, Sec. 5) repeats each layer's forward in
+the backward pass, with its 2 TP collectives (and its all-to-alls and CP transfers).
+
+Context parallel (over the cp group; Megatron-Core's ring attention, Liu et al. 2023): each
+layer's forward passes every GPU's keys and values around the ring, cp - 1 sends of
+2 (b s / cp) g d / tp elements; the backward passes them again with their gradients (twice the
+bytes). Gradients are then reduced over the data- and context-parallel ranks together.
+
+Expert parallel (over the ep group, inside dp; Lepikhin et al. 2020, GShard; Fedus et al. 2021):
+per MoE layer and micro-batch, an all-to-all sends each GPU's routed tokens to their experts'
+GPUs (dispatch) and one brings them back (combine), in the forward and again in the backward:
+4 all-to-alls of A = c k (b s / (cp tp)) h p bytes per GPU, of which (ep - 1)/ep leaves it (c
+the capacity factor, 1 when dropless; k experts per token; the tokens of a TP group split
+between its ranks). Expert gradients are reduced over the ranks holding the same experts
+(dp / ep x cp of them), the others over dp x cp.
+
+Not modelled: embedding/LM-head TP collectives.
 """
 
 from __future__ import annotations
@@ -40,17 +57,25 @@ from dataclasses import dataclass
 
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
-from ringtree.plan.groups import DP, PP, TP
-from ringtree.plan.model import Model
+from ringtree.plan.groups import CP, DP, DPCP, EDP, EP, PP, TP
+from ringtree.plan.model import Model, expert_params
 from ringtree.plan.strategy import Layout
 
 FORWARD, BACKWARD = "forward", "backward"
+#: Per-layer windows: the backward's TP collectives overlap the weight-gradient GEMMs of
+#: their layer (Megatron-LM's asynchronous all-reduce of the input gradient); CP transfers
+#: overlap the layer's attention (ring attention).
+WGRAD, ATTENTION, ATTENTION_BWD = "wgrad", "attention", "attention-bwd"
+SEND, ALL_TO_ALL = "send", "all-to-all"
 ZERO = "Rajbhandari et al. 2020 (ZeRO), Sec. 7"
 FSDP = "Rajbhandari et al. 2020 (ZeRO), Sec. 7.2.2; Zhao et al. 2023 (PyTorch FSDP)"
 DDP = "Li et al. 2020 (PyTorch DDP); Rajbhandari et al. 2020 (ZeRO), Sec. 7.1"
 MEGATRON = "Shoeybi et al. 2019 (Megatron-LM), Sec. 3"
 SEQ_PAR = "Korthikanti et al. 2022 (reducing activation recomputation), Sec. 4.2.2"
 PIPELINE = "Narayanan et al. 2021 (Megatron-LM on GPU clusters), Sec. 2.2, 4.1"
+RECOMPUTE = "Korthikanti et al. 2022, Sec. 5 (full recomputation repeats the forward)"
+RING_ATTENTION = "Liu et al. 2023 (ring attention); Megatron-Core context parallelism"
+MOE = "Lepikhin et al. 2020 (GShard); Fedus et al. 2021 (Switch); Megatron-Core MoE"
 
 
 @dataclass(frozen=True)
@@ -62,12 +87,17 @@ class Batch:
     micro_batches: micro-batches per step (m); gradients accumulate over them.
     bucket_bytes: gradient bucket size for DDP and ZeRO-1/2 (0: one collective for all;
         None: the framework's default, :func:`default_bucket_bytes`).
+    full_recompute: the backward repeats the forward's TP collectives and all-to-alls.
+    scatter_gather: pipeline sends carry 1/tp of the activations each (Megatron-LM); False:
+        each TP rank sends all of them (DeepSpeed's pipeline engine).
     """
 
     itemsize: int
     micro_batch: int = 1
     micro_batches: int = 1
     bucket_bytes: int | None = None
+    full_recompute: bool = False
+    scatter_gather: bool = True
 
 
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP bucket_cap_mb=25, which it multiplies by 1024 * 1024
@@ -86,8 +116,9 @@ class CommOp:
 
     A *round* is ``calls_per_round`` calls (the last of ``last_bytes``, the others of
     ``bytes_per_call``), repeated ``rounds`` times per step. ``window`` is the compute a round
-    may hide behind (FORWARD or BACKWARD of one micro-batch), None when it is on the critical
-    path. ``collective`` None means point-to-point sends.
+    may hide behind (FORWARD or BACKWARD of one micro-batch; WGRAD or ATTENTION of each layer
+    it runs in), None when it is on the critical path. ``collective`` None means
+    point-to-point: ``kind`` SEND (one send per call) or ALL_TO_ALL.
     """
 
     op: str
@@ -99,6 +130,8 @@ class CommOp:
     rounds: int
     window: str | None
     source: str
+    kind: str = ""
+    phase: str = ""
 
     @property
     def calls(self) -> int:
@@ -108,22 +141,23 @@ class CommOp:
 
 def _even(
     op: str, col: Collective | None, group: str, size: int, calls: int, rounds: int,
-    window: str | None, source: str,
+    window: str | None, source: str, kind: str = "", phase: str = "",
 ) -> CommOp:  # fmt: skip
-    return CommOp(op, col, group, size, calls, size, rounds, window, source)
+    kind = kind or ("" if col is not None else SEND)
+    return CommOp(op, col, group, size, calls, size, rounds, window, source, kind, phase)
 
 
 def _bucketed(
-    op: str, col: Collective, total_bytes: int, batch: Batch, bucket_bytes: int, rounds: int,
-    window: str | None, source: str,
+    op: str, col: Collective, group: str, total_bytes: int, itemsize: int, bucket_bytes: int,
+    rounds: int, window: str | None, source: str,
 ) -> CommOp:  # fmt: skip
     """``total_bytes`` in buckets of ``bucket_bytes`` (element-aligned), the last smaller."""
-    p = batch.itemsize
-    bucket = (bucket_bytes // p) * p
+    bucket = (bucket_bytes // itemsize) * itemsize
     if bucket <= 0 or bucket >= total_bytes:
-        return _even(op, col, DP, total_bytes, 1, rounds, window, source)
+        return _even(op, col, group, total_bytes, 1, rounds, window, source)
     n = math.ceil(total_bytes / bucket)
-    return CommOp(op, col, DP, bucket, n, total_bytes - (n - 1) * bucket, rounds, window, source)
+    return CommOp(op, col, group, bucket, n, total_bytes - (n - 1) * bucket, rounds, window,
+                  source)  # fmt: skip
 
 
 def stage_layers(model: Model, layout: Layout) -> int:
@@ -138,70 +172,153 @@ def stage_layers(model: Model, layout: Layout) -> int:
     return math.ceil(layers / layout.pp)
 
 
+def expert_total(model: Model) -> int:
+    """Parameters of all experts of all MoE layers (0 for a dense model)."""
+    return model.moe_layers * expert_params(model) if model.moe and model.complete else 0
+
+
 def shard_params(model: Model, layout: Layout) -> int:
-    """Parameters on one GPU before ZeRO partitioning: ceil(Psi / (tp * pp))."""
-    return math.ceil(model.params / (layout.tp * layout.pp))
+    """Parameters on one GPU before ZeRO partitioning: ceil(Psi / (tp * pp)), experts also
+    divided by ep."""
+    experts = expert_total(model)
+    dense = math.ceil((model.params - experts) / (layout.tp * layout.pp))
+    return dense + math.ceil(experts / (layout.tp * layout.pp * layout.ep))
 
 
 def step_collectives(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
-    """Every CommOp of one training step for ``layout`` (an empty list on one GPU)."""
-    if layout.tp > 1 or layout.pp > 1:
+    """Every CommOp of one training step for ``layout`` (an empty list on one GPU): the
+    data-parallel ones, then those every micro-batch runs."""
+    split = layout.tp > 1 or layout.pp > 1 or layout.cp > 1 or layout.ep > 1
+    if split:
         model.require_shape(f"strategy {layout.name}")
-    p, m = batch.itemsize, batch.micro_batches
+    return data_parallel_ops(model, layout, batch) + micro_batch_ops(model, layout, batch)
+
+
+def data_parallel_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
+    """The collectives of the data-parallel flavour (and of the experts' gradients)."""
+    p = batch.itemsize
     layers = stage_layers(model, layout)
-    grads = shard_params(model, layout) * p
     ops: list[CommOp] = []
-    if layout.dp > 1:
-        ops += _data_parallel(layout.flavor, grads, layers, batch)
-    if layout.tp > 1 or layout.pp > 1:
-        _, h, s = model.require_shape(f"strategy {layout.name}")
-        act = batch.micro_batch * s * h * p
-        if layout.tp > 1:
-            ops += _tensor_parallel(layout, act, layers, m)
-        if layout.pp > 1:
-            boundary = math.ceil(act / layout.tp / p) * p
-            ops.append(
-                _even("send activations+grads (pp)", None, PP, boundary, 2, m, None, PIPELINE)
-            )
+    experts = expert_total(model)
+    dense = math.ceil((model.params - experts) / (layout.tp * layout.pp))
+    if layout.dp * layout.cp > 1:
+        group = DP if layout.cp == 1 else DPCP
+        ops += _data_parallel(layout.flavor, dense * p, layers, batch, group, "")
+    if experts and layout.dp * layout.cp > layout.ep:
+        share = math.ceil(experts / (layout.tp * layout.pp * layout.ep))
+        ops += _data_parallel(layout.flavor, share * p, layers, batch, EDP, " (experts)")
     return ops
 
 
-def _data_parallel(flavor: str, grads: int, layers: int, batch: Batch) -> list[CommOp]:
-    m = batch.micro_batches
+def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
+    """What every micro-batch communicates: TP, CP, EP and pipeline transfers."""
+    if not (layout.tp > 1 or layout.pp > 1 or layout.cp > 1 or layout.ep > 1):
+        return []
+    _, h, s = model.require_shape(f"strategy {layout.name}")
+    p, m = batch.itemsize, batch.micro_batches
+    layers = stage_layers(model, layout)
+    ops: list[CommOp] = []
+    act = batch.micro_batch * (s // layout.cp) * h * p
+    fwd = 2 if batch.full_recompute else 1  # forward passes per micro-batch
+    if layout.tp > 1:
+        ops += _tensor_parallel(layout, act, layers, m, fwd)
+    if layout.cp > 1:
+        ops += _context_parallel(model, layout, batch, layers)
+    if layout.ep > 1 and model.moe:
+        ops += _expert_parallel(model, layout, batch, layers)
+    if layout.pp > 1:
+        split = layout.tp if batch.scatter_gather else 1
+        boundary = math.ceil(act / split / p) * p
+        sends = 2 * layout.v
+        ops.append(
+            _even("send activations+grads (pp)", None, PP, boundary, sends, m, None, PIPELINE)
+        )
+    return ops
+
+
+def _data_parallel(
+    flavor: str, grads: int, layers: int, batch: Batch, group: str, suffix: str
+) -> list[CommOp]:  # fmt: skip
+    m, p = batch.micro_batches, batch.itemsize
     bucket = batch.bucket_bytes
     if bucket is None:
-        bucket = default_bucket_bytes(flavor, batch.itemsize)
+        bucket = default_bucket_bytes(flavor, p)
     if flavor == "ddp":
         ar = Collective.ALL_REDUCE
-        return [_bucketed("all-reduce grads", ar, grads, batch, bucket, 1, BACKWARD, DDP)]
+        return [_bucketed(f"all-reduce grads{suffix}", ar, group, grads, p, bucket, 1,
+                          BACKWARD, DDP)]  # fmt: skip
     if flavor in ("zero1", "zero2"):
         rs, ag = Collective.REDUCE_SCATTER, Collective.ALL_GATHER
         rs_rounds = 1 if flavor == "zero1" else m
         return [
-            _bucketed("reduce-scatter grads", rs, grads, batch, bucket, rs_rounds, BACKWARD, ZERO),
-            _bucketed("all-gather params", ag, grads, batch, bucket, 1, None, ZERO),
-        ]
-    unit = math.ceil(grads / layers / batch.itemsize) * batch.itemsize  # one layer's shard
+            _bucketed(f"reduce-scatter grads{suffix}", rs, group, grads, p, bucket, rs_rounds,
+                      BACKWARD, ZERO),
+            _bucketed(f"all-gather params{suffix}", ag, group, grads, p, bucket, 1, None, ZERO),
+        ]  # fmt: skip
+    unit = math.ceil(grads / layers / p) * p  # one layer's shard
     ag, rs = Collective.ALL_GATHER, Collective.REDUCE_SCATTER
     return [
-        _even("all-gather params (fwd)", ag, DP, unit, layers, m, FORWARD, FSDP),
-        _even("all-gather params (bwd)", ag, DP, unit, layers, m, BACKWARD, FSDP),
-        _even("reduce-scatter grads", rs, DP, unit, layers, m, BACKWARD, FSDP),
+        _even(f"all-gather params (fwd){suffix}", ag, group, unit, layers, m, FORWARD, FSDP),
+        _even(f"all-gather params (bwd){suffix}", ag, group, unit, layers, m, BACKWARD, FSDP),
+        _even(f"reduce-scatter grads{suffix}", rs, group, unit, layers, m, BACKWARD, FSDP),
     ]
 
 
-def _tensor_parallel(layout: Layout, act: int, layers: int, m: int) -> list[CommOp]:
-    if not layout.sp:
-        ar = Collective.ALL_REDUCE
-        return [
-            _even("all-reduce activations (tp fwd)", ar, TP, act, 2 * layers, m, None, MEGATRON),
-            _even("all-reduce activations (tp bwd)", ar, TP, act, 2 * layers, m, None, MEGATRON),
-        ]
-    rs, ag = Collective.REDUCE_SCATTER, Collective.ALL_GATHER
+def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) -> list[CommOp]:
+    """2 collectives per layer forward (4 with sp), on the critical path, again when full
+    recomputation repeats the forward; as many backward, beside the weight gradients."""
+    if layout.sp:  # (name, collective) forward, then backward
+        pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER),
+                 ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER)]  # fmt: skip
+        source = SEQ_PAR
+    else:
+        pairs, source = [("all-reduce activations (tp {})", Collective.ALL_REDUCE)], MEGATRON
+    fwd_source = source if fwd == 1 else f"{source}; {RECOMPUTE}"
+    forward = [_even(name.format("fwd"), col, TP, act, 2 * fwd * layers, m, None, fwd_source,
+                     phase=FORWARD) for name, col in pairs]  # fmt: skip
+    backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
+                      phase=BACKWARD) for name, col in pairs]  # fmt: skip
+    return forward + backward
+
+
+def _context_parallel(model: Model, layout: Layout, batch: Batch, layers: int) -> list[CommOp]:
+    """Ring attention: cp - 1 sends of a K and V block per layer forward (and recomputed
+    forward), twice the bytes per layer backward, each beside the layer's attention."""
+    assert model.seq_len and model.heads
+    p, cp = batch.itemsize, layout.cp
+    kv = math.ceil(model.kv / layout.tp) * model.dim
+    block = 2 * batch.micro_batch * (model.seq_len // cp) * kv * p
+    fwd = 2 if batch.full_recompute else 1
+    m = batch.micro_batches
     return [
-        _even("reduce-scatter activations (sp)", rs, TP, act, 4 * layers, m, None, SEQ_PAR),
-        _even("all-gather activations (sp)", ag, TP, act, 4 * layers, m, None, SEQ_PAR),
-    ]
+        _even("send keys+values (cp fwd)", None, CP, block, (cp - 1) * fwd * layers, m,
+              ATTENTION, RING_ATTENTION, phase=FORWARD),
+        _even("send keys+values+grads (cp bwd)", None, CP, 2 * block, (cp - 1) * layers, m,
+              ATTENTION_BWD, RING_ATTENTION, phase=BACKWARD),
+    ]  # fmt: skip
+
+
+def alltoall_bytes(model: Model, layout: Layout, batch: Batch) -> int:
+    """A = c k (b s / (cp tp)) h p: the bytes of one dispatch (or combine) per GPU."""
+    assert model.seq_len and model.hidden
+    tokens = batch.micro_batch * model.seq_len // (layout.cp * layout.tp)
+    cf = model.capacity_factor or 1.0
+    return math.ceil(cf * model.top_k * tokens) * model.hidden * batch.itemsize
+
+
+def _expert_parallel(model: Model, layout: Layout, batch: Batch, layers: int) -> list[CommOp]:
+    """Dispatch and combine all-to-alls per MoE layer, forward (twice with full
+    recomputation) and backward, on the critical path."""
+    assert model.layers
+    moe = math.ceil(layers * model.moe_layers / model.layers)  # the stage's MoE layers
+    size, m = alltoall_bytes(model, layout, batch), batch.micro_batches
+    fwd = 2 if batch.full_recompute else 1
+    return [
+        _even("all-to-all dispatch+combine (ep fwd)", None, EP, size, 2 * fwd * moe, m, None,
+              MOE, ALL_TO_ALL, FORWARD),
+        _even("all-to-all dispatch+combine (ep bwd)", None, EP, size, 2 * moe, m, None, MOE,
+              ALL_TO_ALL, BACKWARD),
+    ]  # fmt: skip
 
 
 def model_state_bytes(model: Model, layout: Layout, itemsize: int) -> int:
@@ -209,11 +326,12 @@ def model_state_bytes(model: Model, layout: Layout, itemsize: int) -> int:
 
     Mixed precision (p < 4 bytes): p*Psi' + p*Psi' + 12*Psi' (fp32 master copy, momentum,
     variance); in fp32, 8*Psi' for momentum and variance. ZeRO-1 divides the optimizer states
-    by dp, ZeRO-2 also the gradients, ZeRO-3 all three. Activations are not counted.
+    by dp, ZeRO-2 also the gradients, ZeRO-3 all three. Activations are not counted (the
+    link-priced plan's memory; :mod:`ringtree.plan.memory` has the whole of it).
     """
     psi = shard_params(model, layout)
     params, grads, opt = itemsize * psi, itemsize * psi, (12 if itemsize < 4 else 8) * psi
-    dp = layout.dp
+    dp = layout.dp * layout.cp
     if layout.flavor == "zero1":
         opt = math.ceil(opt / dp)
     elif layout.flavor == "zero2":

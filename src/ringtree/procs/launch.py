@@ -155,6 +155,7 @@ def launch(
             for p in procs:
                 _kill_group(p)
         statuses = [p.returncode for p in procs]
+        _forward_log(errs if backend != "mpi" else errs[:1])
         outcomes = []
         for r in range(n):
             path = Path(tmp) / f"rank{r}.json"
@@ -174,6 +175,20 @@ def launch(
                 err = result["error"]
             outcomes.append(RankOutcome(r, result, status, err))
         return Launch(outcomes, timed_out, [p.pid for p in procs])
+
+
+#: A line of the engine's log (ringtree.runtime.log: ``host:pid:tid [rank] ringtree LEVEL``).
+_LOG_LINE = re.compile(rb"^\S+:\d+:\d+ \[[^\]]*\] ringtree (INFO|WARN|ERROR) ")
+
+
+def _forward_log(paths: list[Path]) -> None:
+    """Copy the engine's log lines (RINGTREE_DEBUG) from the ranks' standard error, which the
+    harness keeps in files, to this process's standard error, rank by rank."""
+    for path in paths:
+        with contextlib.suppress(OSError), open(path, "rb") as f:
+            for line in f:
+                if _LOG_LINE.match(line):
+                    sys.stderr.write(line.decode(errors="replace"))
 
 
 def launch_body(

@@ -39,23 +39,24 @@ def _pack_lanes(spans: list[tuple[int, int, TraceEvent]]) -> list[tuple[int, int
     Times are whole nanoseconds rounded one by one, so a span may poke out of its parent or
     overlap the one before by 1 ns; such a span is trimmed to fit rather than sent to a lane
     of its own."""
-    open_ends: dict[int, list[list[int]]] = {}
+    open_spans: dict[int, list[list[tuple[int, int]]]] = {}  # rank -> lanes -> (start, end)
     out = []
     for start, end, e in spans:
-        stacks = open_ends.setdefault(e.rank, [])
+        stacks = open_spans.setdefault(e.rank, [])
         lane = 0
         while lane < len(stacks):
             stack = stacks[lane]
-            while stack and stack[-1] <= start + _SLACK_NS:  # spans over by now
-                start = max(start, stack.pop())
-            if not stack or end <= stack[-1] + _SLACK_NS:  # nests in the innermost open span
-                end = min(end, stack[-1]) if stack else end
+            while stack and stack[-1][1] <= start + _SLACK_NS:  # spans over by now
+                start = max(start, stack.pop()[1])
+            if not stack or end <= stack[-1][1] + _SLACK_NS:  # nests in the innermost open span
+                if stack:  # inside it at both ends (its start may have been trimmed too)
+                    start, end = max(start, stack[-1][0]), min(end, stack[-1][1])
                 break
             lane += 1
         else:
             stacks.append([])
         end = max(start, end)
-        stacks[lane].append(end)
+        stacks[lane].append((start, end))
         out.append((lane, start, end))
     return out
 

@@ -23,17 +23,21 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule
 from ringtree.simulate import initial_holdings, track
 from ringtree.trace.files import write_text
-from ringtree.trace.layout import LAYOUTS, bfs, choose_layout, neighbours, tree_root
+from ringtree.trace.layout import (
+    PAD,
+    Geometry,
+    bend,
+    choose_layout,
+    control,
+    exit_point,
+    geometry,
+)
 from ringtree.trace.words import caption, schedule_title
-
-__all__ = ["LAYOUTS", "MAX_CHUNKS", "MAX_RANKS", "choose_layout", "legend_svg", "schedule_svg",
-           "schedule_title", "step_panels", "write_svg"]  # fmt: skip
 
 MAX_RANKS = 32
 MAX_CHUNKS = 64
@@ -44,8 +48,6 @@ CHUNK_COLOURS = (
 )  # fmt: skip
 INK, MUTED, FONT = "#222222", "#666666", "Helvetica, Arial, sans-serif"
 SVG_NS = "http://www.w3.org/2000/svg"
-TITLE_H = 44  # room for a panel's title and caption
-PAD = 16
 
 
 def chunk_colour(chunk: int) -> str:
@@ -68,148 +70,16 @@ def _fmt(v: object) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
 
 
-@dataclass(frozen=True)
-class _Geometry:
-    """Where the ranks sit in a panel, and the sizes of a rank's box."""
-
-    centres: list[tuple[float, float]]
-    box_w: float
-    box_h: float
-    cell_w: float
-    width: float
-    height: float
-    frames: list[tuple[float, float, float, float, str]]  # x, y, w, h, label of each node
-
-
-def _circle(n: int, radius: float, x0: float = 0.0) -> list[tuple[float, float]]:
-    """``n`` points clockwise on a circle from the top, centred at (x0, 0)."""
-    return [
-        (x0 + radius * math.cos(2 * math.pi * i / n - math.pi / 2),
-         radius * math.sin(2 * math.pi * i / n - math.pi / 2))
-        for i in range(n)
-    ]  # fmt: skip
-
-
-def _tree_positions(
-    s: Schedule, box_w: float, box_h: float
-) -> tuple[list[tuple[float, float]], float]:
-    """Tidy layered layout of the BFS tree from the root: leaves side by side in order,
-    parents centred over their children. Also the room to leave below the last layer (for
-    arcs between ranks of one layer, which also get wider gaps)."""
-    n, adj = s.n_ranks, neighbours(s)
-    parent = bfs(adj, tree_root(s, adj))
-    for r in range(n):  # ranks the first tree does not reach: more roots
-        if r not in parent:
-            parent.update(bfs(adj, r))
-    depth: dict[int, int] = {}
-    children: dict[int, list[int]] = {r: [] for r in range(n)}
-    for v, p in parent.items():  # BFS order: parents first
-        depth[v] = 0 if p is None else depth[p] + 1
-        if p is not None:
-            children[p].append(v)
-    same_layer = any(depth[u] == depth[v] for u in range(n) for v in adj[u])
-    slot, gap_y = box_w + (70 if same_layer else 26), box_h + 74
-    x: dict[int, float] = {}
-    leaves = 0
-
-    def place(u: int) -> None:
-        nonlocal leaves
-        for v in sorted(children[u]):
-            place(v)
-        if children[u]:
-            x[u] = sum(x[v] for v in children[u]) / len(children[u])
-        else:
-            x[u], leaves = leaves * slot, leaves + 1
-
-    for r in range(n):
-        if parent[r] is None:
-            place(r)
-    return [(x[r], depth[r] * gap_y) for r in range(n)], gap_y * 0.7 if same_layer else 0.0
-
-
-def _geometry(s: Schedule, layout: str) -> _Geometry:
-    cell_w = max(5.0, min(16.0, 120.0 / s.n_chunks))
-    box_w = max(64.0, s.n_chunks * (cell_w + 2) + 14)
-    box_h = 50.0
-    n, bottom, top = s.n_ranks, 0.0, 12.0
-    nodes: list[list[int]] = []
-    if layout == "circle":
-        raw = _circle(n, max(118.0, n * (box_w + 56) / (2 * math.pi)) if n > 1 else 0.0)
-    elif layout == "nodes":  # one small ring per node, the nodes side by side
-        rpn = s.ranks_per_node or n
-        nodes = [list(range(j, min(j + rpn, n))) for j in range(0, n, rpn)]
-        radius = max(80.0, rpn * (box_w + 40) / (2 * math.pi)) if rpn > 1 else 0.0
-        raw = []
-        for j, ranks in enumerate(nodes):
-            raw += _circle(len(ranks), radius, j * (2 * radius + box_w + 90))
-        top += 24  # room for the node's frame and name
-    else:
-        raw, bottom = _tree_positions(s, box_w, box_h)
-    min_x = min(p[0] for p in raw) - box_w / 2 - PAD - 24
-    min_y = min(p[1] for p in raw) - box_h / 2 - top
-    centres = [(px - min_x, py - min_y + TITLE_H) for px, py in raw]
-    width = max(p[0] for p in centres) + box_w / 2 + PAD + 24
-    height = max(p[1] for p in centres) + box_h / 2 + PAD + bottom
-    frames = []
-    for j, ranks in enumerate(nodes):
-        xs, ys = [centres[r][0] for r in ranks], [centres[r][1] for r in ranks]
-        x0, y0 = min(xs) - box_w / 2 - 14, min(ys) - box_h / 2 - 30
-        frames.append((x0, y0, max(xs) + box_w / 2 + 14 - x0, max(ys) + box_h / 2 + 12 - y0,
-                       f"node {j}"))  # fmt: skip
-    return _Geometry(centres, box_w, box_h, cell_w, max(width, 220.0), height, frames)
-
-
+# -- layout --------------------------------------------------------------------------------
 # -- drawing -------------------------------------------------------------------------------
-def _exit_point(
-    centre: tuple[float, float], towards: tuple[float, float], geo: _Geometry, margin: float
-) -> tuple[float, float]:
-    """Where the ray from a box's centre towards ``towards`` leaves the box, plus ``margin``."""
-    dx, dy = towards[0] - centre[0], towards[1] - centre[1]
-    length = math.hypot(dx, dy) or 1.0
-    ux, uy = dx / length, dy / length
-    hw, hh = geo.box_w / 2, geo.box_h / 2
-    t = min(hw / abs(ux) if ux else math.inf, hh / abs(uy) if uy else math.inf)
-    return centre[0] + ux * (t + margin), centre[1] + uy * (t + margin)
-
-
-def _control(geo: _Geometry, src: int, dst: int, bend: float) -> tuple[float, float]:
-    """The control point of the arrow ``src -> dst``: ``bend`` x its length to its left."""
-    (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
-    return (x0 + x2) / 2 + (y2 - y0) * bend, (y0 + y2) / 2 - (x2 - x0) * bend
-
-
-def _crosses_a_box(geo: _Geometry, src: int, dst: int, bend: float) -> bool:
-    """Whether the arrow ``src -> dst`` would pass over another rank's box or off the panel."""
-    (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
-    cx, cy = _control(geo, src, dst, bend)
-    hw, hh = geo.box_w / 2 + 6, geo.box_h / 2 + 6
-    for i in range(1, 24):
-        t = i / 24
-        x = (1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t * t * x2
-        y = (1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t * t * y2
-        if not (8 < x < geo.width - 8 and TITLE_H < y < geo.height - 8):
-            return True
-        for r, (bx, by) in enumerate(geo.centres):
-            if r != src and r != dst and abs(x - bx) < hw and abs(y - by) < hh:
-                return True
-    return False
-
-
-def _bend(geo: _Geometry, src: int, dst: int, base: float) -> float:
-    """The least bend from ``base`` up that keeps the arrow off other boxes (if any does)."""
-    options = [base + extra for extra in (0.0, 0.2, 0.4, 0.65)]
-    options += [-b for b in options]  # the other side, if the left one is blocked
-    return next((b for b in options if not _crosses_a_box(geo, src, dst, b)), base)
-
-
 def _arrow(
-    g: ET.Element, geo: _Geometry, src: int, dst: int, chunk: int, action: Action, bend: float
+    g: ET.Element, geo: Geometry, src: int, dst: int, chunk: int, action: Action, bend: float
 ) -> None:
     """A curved arrow ``src -> dst``, bulging to the left of its direction by ``bend``."""
     (x0, y0), (x2, y2) = geo.centres[src], geo.centres[dst]
-    cx, cy = _control(geo, src, dst, bend)
-    a = _exit_point((x0, y0), (cx, cy), geo, 3)
-    b = _exit_point((x2, y2), (cx, cy), geo, 3)
+    cx, cy = control(geo, src, dst, bend)
+    a = exit_point((x0, y0), (cx, cy), geo, 3)
+    b = exit_point((x2, y2), (cx, cy), geo, 3)
     ux, uy = b[0] - cx, b[1] - cy
     un = math.hypot(ux, uy) or 1.0
     ux, uy = ux / un, uy / un
@@ -253,7 +123,7 @@ def _arrow(
 
 
 def _rank_box(
-    g: ET.Element, geo: _Geometry, rank: int, held: list[int], full: int, written: set[int]
+    g: ET.Element, geo: Geometry, rank: int, held: list[int], full: int, written: set[int]
 ) -> None:
     """Rank ``rank``'s box: its name and one cell per chunk, filled by share of inputs."""
     cx, cy = geo.centres[rank]
@@ -294,7 +164,7 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
             f"pictures take up to {MAX_RANKS} ranks and {MAX_CHUNKS} chunks (use --json)"
         )
     kind = choose_layout(s, layout)
-    geo = _geometry(s, kind)
+    geo = geometry(s, kind)
     full = (1 << s.n_ranks) - 1
     states = [initial_holdings(s), *track(s)]
     panels = []
@@ -331,8 +201,8 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
         if step:
             for t in step.transfers:
                 j = seen[(t.src, t.dst)] = seen.get((t.src, t.dst), -1) + 1
-                bend = _bend(geo, t.src, t.dst, 0.16 + 0.12 * j)
-                _arrow(svg, geo, t.src, t.dst, t.chunk, t.action, bend)
+                curve = bend(geo, t.src, t.dst, 0.16 + 0.12 * j)
+                _arrow(svg, geo, t.src, t.dst, t.chunk, t.action, curve)
         panels.append(svg)
     return panels
 

@@ -20,12 +20,13 @@ from ringtree.cost.forms import (  # noqa: F401
     ring,
     tree,
 )
-from ringtree.cost.forms.base import FORMS, ClosedForm, Estimate, closed_form
+from ringtree.cost.forms.base import FORMS, ClosedForm, Estimate, check_rank_limit, closed_form
 from ringtree.errors import RingtreeError
 
 __all__ = [
     "ClosedForm",
     "Estimate",
+    "check_rank_limit",
     "closed_form",
     "estimate",
     "form_of",
@@ -49,7 +50,9 @@ def estimate(
     """The closed-form Estimate of a registered ``algorithm``, its spec resolved as the builder's
     is (RingtreeError if the algorithm or its closed form is missing)."""
     spec = get_algorithm(collective, algorithm).resolve(spec or BuildSpec())
-    return form_of(collective, algorithm)(n_ranks, count, itemsize, spec)
+    form = form_of(collective, algorithm)
+    check_rank_limit(collective, algorithm, n_ranks)
+    return form(n_ranks, count, itemsize, spec)
 
 
 def registered() -> list[tuple[Collective, str]]:

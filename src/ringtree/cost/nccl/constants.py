@@ -114,6 +114,8 @@ SEARCH_SPEEDS_NET = {
 #: (NVLS_NCHANNELS_SM90, _SM100; src/transport/nvls.cc:147-149)
 MAX_SEARCH_CHANNELS = 32
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
+#: Blackwell inside one NVLink domain (one node): NVLS_NCHANNELS_SM100_NVL (src/transport/nvls.cc)
+NVLS_CHANNELS_ONE_NODE = {"blackwell": 24}
 
 #: Bytes per thread below which NCCL uses fewer channels (src/include/comm.h:38-40): LL, LL128,
 #: Simple; Ring LL multiplies by nRanks. Threads per channel: LL 512, LL128 640, Simple 512.

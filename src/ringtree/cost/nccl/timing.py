@@ -33,7 +33,9 @@ fit; bench/model_vs_published.py reports the error on the systems the fit did no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ringtree.collectives import Collective
@@ -49,18 +51,25 @@ class Params:
     prints, see docs/nccl-model.md for the fit and check sets."""
 
     host_us: float = 13.0
-    kernel_us: float = 2.0
-    intra_latency_scale: float = 0.8
+    kernel_us: float = 0.0
+    intra_latency_scale: float = 1.218
+    ll128_latency_scale: float = 1.346
+    simple_latency_scale: float = 1.193
     softmax_power: float = 4.0
-    nvlink_efficiency: float = 0.99
-    nvls_chunk_overhead_bytes: float = 9 * 1024
+    nvlink_efficiency: float = 0.989
+    nvls_chunk_overhead_bytes: float = 12919
+    nvls_latency_scale: float = 1.320
     net_efficiency: tuple[tuple[str, float], ...] = (
-        ("ib", 0.88), ("roce", 0.88), ("efa", 0.85), ("tcpxo", 0.85), ("tcpx", 0.8),
+        ("ib", 0.927), ("roce", 0.927), ("efa", 0.85), ("tcpxo", 0.858), ("tcpx", 0.858),
         ("tcp", 0.6),
     )  # fmt: skip
     net_hop_us: tuple[tuple[str, float], ...] = (
         ("ib", 5.0), ("roce", 6.0), ("efa", 23.0), ("tcpxo", 50.0), ("tcpx", 50.0),
         ("tcp", 60.0),
+    )  # fmt: skip
+    net_simple_step_us: tuple[tuple[str, float], ...] = (
+        ("ib", 14.0), ("roce", 14.0), ("efa", 14.0), ("tcpxo", 411.0), ("tcpx", 411.0),
+        ("tcp", 411.0),
     )  # fmt: skip
 
     def efficiency(self, network: str) -> float:
@@ -70,6 +79,12 @@ class Params:
     def hop_us(self, network: str) -> float:
         """One network step's latency with LL on a tree, us (NCCL's IB figure: 5.0)."""
         return dict(self.net_hop_us).get(network, 10.0)
+
+    def simple_step_us(self, network: str) -> float:
+        """The least a network step takes with the Simple protocol, us: NCCL's IB figure (14)
+        on RDMA networks; TCP-based ones move Simple's large chunks through the host's
+        stack (GPUDirect-TCPX/O: ~1 ms calls from 1 to 16 MiB, bench/published)."""
+        return dict(self.net_simple_step_us).get(network, 14.0)
 
 
 DEFAULT = Params()
@@ -150,20 +165,120 @@ def net_busbw(topo: Topology, p: Params) -> float:
     return topo.nics * c.nic_GBps * p.efficiency(c.network)
 
 
-def nvls_chunk_bytes(nbytes: int, topo: Topology) -> int:
-    """NVLS's chunk for a call (src/enqueue.cc:2003-2017): 128 KiB, halved while the call is
-    smaller than 64, 8, 2 x channels x heads x chunk."""
+def nvls_chunk_bytes(nbytes: int, topo: Topology, settings: tuner.Settings) -> int:
+    """NVLS's chunk for a call (src/enqueue.cc, calcCollChunking): NCCL_NVLS_CHUNKSIZE
+    (128 KiB), at most 64, 32, 16 KiB when the call is smaller than 64, 8, 2 x channels x
+    heads x chunk."""
     heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
-    ch = k.NVLS_CHANNELS.get(topo.arch, 16)
-    chunk = 128 * 1024
-    for times in (64, 8, 2):
-        if nbytes < times * ch * heads * chunk:
+    ops = tuner.nvls_channels(topo) * heads
+    chunk = settings.nvls_chunk
+    for times, cap in ((64, 64 * 1024), (8, 32 * 1024), (2, 16 * 1024)):
+        if nbytes < times * ops * chunk and chunk > cap:
+            chunk = cap
+    return chunk
+
+
+#: Payload of one step of a connection's buffer, by protocol (docs/nccl-tuning-notes.md 2.5):
+#: LL half of its 64 KiB step, LL128 15/16 of 614,400 B, Simple 512 KiB
+STEP_PAYLOAD = {"ll": 32 * 1024, "ll128": 576_000, "simple": 512 * 1024}
+
+
+def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: int,
+                     settings: tuner.Settings) -> int:  # fmt: skip
+    """The chunk a tree pipelines (``calcCollChunking``, src/enqueue.cc): one step's payload;
+    LL128 halves it (to 128 KiB, then to 32 KiB) while the call has fewer than ``64 s / ppn``
+    (then ``16 s / ppn``) chunks per channel, ``s = 1 + log2 nodes + ppn / 10``; an NVLS tree
+    starts from the NVLS tree's largest chunk and takes at most 256..32 KiB as the call has
+    fewer than 32, 16, 4, 1 chunks per head and channel."""
+    ch = max(channels, 1)
+    if entry.algorithm == "nvls_tree":
+        heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
+        ops = ch * heads
+        cap = settings.nvlstree_max_chunk or (64 * 1024 if topo.nodes >= 4 else settings.nvls_chunk)
+        chunk = min(settings.nvls_chunk, cap)
+        for times, cap in ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)):
+            if nbytes < times * ops * chunk and chunk > cap:
+                chunk = cap
+        return chunk
+    chunk = STEP_PAYLOAD[entry.protocol]
+    if entry.protocol == "ll128":
+        ppn = topo.gpus_per_node
+        s = 1 + int(math.log2(topo.nodes)) + 0.1 * ppn
+        while nbytes // (ch * chunk) < s * 64 / ppn and chunk > 128 * 1024:
+            chunk //= 2
+        while nbytes // (ch * chunk) < s * 16 / ppn and chunk > 32 * 1024:
             chunk //= 2
     return chunk
 
 
+def smooth_chunk_bytes(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
+                       settings: tuner.Settings) -> float:  # fmt: skip
+    """NVLS's (or an NVLS tree's) chunk for a call, made continuous in the size: NCCL's chunk
+    (:func:`nvls_chunk_bytes`, :func:`tree_chunk_bytes`) is a step function of the size, so
+    a model whose efficiency follows it exactly makes a call one byte past a step ~10 %
+    faster than the one before. Here the chunk runs log-linearly in the size from each size
+    where NCCL's chunk grows to the next (from its smallest, 8x below the first step; NCCL's
+    largest above the last): it meets NCCL's at every step and the time never falls as the
+    size grows."""
+
+    def chunk(size: int) -> int:
+        if entry.algorithm == "nvls_tree":
+            ch = tuner.channels_used(entry, collective, size, topo)
+            return tree_chunk_bytes(entry, size, topo, ch, settings)
+        return nvls_chunk_bytes(size, topo, settings)
+
+    knots = _steps_of(chunk)
+    if knots:  # from NCCL's smallest chunk, 8x below its first step (NVLS's steps: 8x, 16x)
+        knots.insert(0, (max(1, knots[0][0] // 8), chunk(1)))
+    lo = max((kn for kn in knots if kn[0] <= nbytes), default=None)
+    hi = min((kn for kn in knots if kn[0] > nbytes), default=None)
+    if lo is None or hi is None:
+        return float(chunk(nbytes))
+    f = math.log(nbytes / lo[0]) / math.log(hi[0] / lo[0])
+    return lo[1] * (hi[1] / lo[1]) ** f
+
+
+def _steps_of(chunk: Callable[[int], int]) -> list[tuple[int, int]]:
+    """``(size, chunk)`` at each size from 1 B to 2**50 B where the non-decreasing step
+    function ``chunk`` takes a new value (bisection on powers of two, then on bytes)."""
+    out: list[tuple[int, int]] = []
+    lo, c_lo = 1, chunk(1)
+    for e in range(1, 51):
+        hi = 1 << e
+        c_hi = chunk(hi)
+        if c_hi != c_lo:
+            a, b = lo, hi
+            while b - a > 1:
+                m = (a + b) // 2
+                a, b = (m, b) if chunk(m) == c_lo else (a, m)
+            out.append((b, chunk(b)))
+        lo, c_lo = hi, c_hi
+    return out
+
+
+def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
+                 channels: int, settings: tuner.Settings) -> float:  # fmt: skip
+    """The time a pipelined tree needs to fill: every hop but the last waits for a chunk
+    (one step's payload, or the channel's whole share when smaller) before passing it on;
+    a ring's steps carry S/N each, so its formula already holds this. Depth in hops: up and
+    down the tree, ``2 ((GPUs per node - 1) + log2 nodes)`` (NCCL's own count of tree
+    latencies), for NVLS trees ``2 log2 nodes``; the chunk is :func:`tree_chunk_bytes`."""
+    levels = int(math.log2(topo.nodes)) if topo.nodes > 1 else 0
+    if entry.algorithm == "tree":
+        depth = 2 * ((topo.gpus_per_node - 1) + levels)
+    elif entry.algorithm == "nvls_tree":
+        depth = 2 * levels
+    else:
+        return 0.0
+    if depth <= 1 or bus_GBps <= 0:
+        return 0.0
+    chunk = min(tree_chunk_bytes(entry, size, topo, channels, settings), size / max(channels, 1))
+    per_channel = bus_GBps / max(channels, 1)
+    return (depth - 1) * chunk / (1000.0 * per_channel)
+
+
 def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
-          p: Params) -> float:  # fmt: skip
+          settings: tuner.Settings, p: Params) -> float:  # fmt: skip
     """The bus bandwidth (GB/s) the chosen algorithm and protocol reach (module doc)."""
     n, nodes = topo.n_ranks, topo.nodes
     intra = intra_busbw(topo, p)
@@ -171,9 +286,9 @@ def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topolog
     a, proto = entry.algorithm, entry.protocol
     if a in ("nvls", "nvls_tree"):
         bw = tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
-        c = nvls_chunk_bytes(nbytes, topo)
+        c = smooth_chunk_bytes(entry, collective, nbytes, topo, settings)
         c0 = p.nvls_chunk_overhead_bytes
-        bw *= (c / (c + c0)) / ((128 * 1024) / (128 * 1024 + c0))
+        bw *= min(1.0, (c / (c + c0)) / ((128 * 1024) / (128 * 1024 + c0)))
         if a == "nvls_tree":
             bw = min(bw, 2 * net if nodes == 2 else net)
         return bw
@@ -193,16 +308,20 @@ def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topolog
 
 
 def latency_us(entry: tuner.Entry, collective: Collective, topo: Topology, p: Params) -> float:
-    """NCCL's latency of the choice with intra-node steps scaled by ``intra_latency_scale``
-    and network steps at the network's hop latency, plus ``kernel_us``."""
+    """NCCL's latency of the choice, with its intra-node terms times ``intra_latency_scale``
+    (and the LL128, Simple and NVLS scales), each network step longer by what the network's hop
+    latency adds to InfiniBand's (NCCL's tree/LL figure, 5.0 us), plus ``kernel_us``."""
     c = topo.cluster
-    hop = (c.net_hop_us or p.hop_us(c.network)) / k.HW_LAT["net"]["tree"][0]
-    nccl_net = tuner.latency(collective, entry.algorithm, entry.protocol, topo)
-    if topo.nodes == 1:
-        return p.kernel_us + p.intra_latency_scale * nccl_net
-    intra_only = tuner.latency(collective, entry.algorithm, entry.protocol,
-                               replace(topo, nodes=1))  # fmt: skip
-    return p.kernel_us + p.intra_latency_scale * intra_only + hop * (nccl_net - intra_only)
+    extra = (c.net_hop_us or p.hop_us(c.network)) - k.HW_LAT["net"]["tree"][0]
+    if entry.protocol == "simple":
+        nccl_simple = k.HW_LAT["net"]["tree"][2]
+        extra = max(extra, p.simple_step_us(c.network) - nccl_simple)
+    proto = {"ll128": p.ll128_latency_scale, "simple": p.simple_latency_scale}
+    intra = p.intra_latency_scale * proto.get(entry.protocol, 1.0)
+    if entry.algorithm.startswith("nvls"):
+        intra *= p.nvls_latency_scale
+    lat = tuner.latency(collective, entry.algorithm, entry.protocol, topo, intra, extra)
+    return p.kernel_us + lat
 
 
 def predict(
@@ -220,7 +339,7 @@ def predict(
     reads them (RingtreeError on a bad value, or when they leave no algorithm)."""
     col = Collective.parse(collective)
     topo = topology(cluster, nodes, gpus_per_node)
-    settings = tuner.Settings.from_env(env or {})
+    settings = tuner.Settings.for_cluster(cluster, env or {})
     return predict_on(col, size_bytes, topo, settings, params)
 
 
@@ -236,13 +355,15 @@ def predict_on(
                         host * 1e-6, 0.0, 0.0, 0.0, 0.0)  # fmt: skip
     entry = tuner.choose(col, size_bytes, topo, settings, entries)
     lat = latency_us(entry, col, topo, params)
-    bw = busbw(entry, col, size_bytes, topo, params)
+    bw = busbw(entry, col, size_bytes, topo, settings, params)
+    channels = tuner.channels_used(entry, col, size_bytes, topo)
     band = size_bytes * bus_factor(col, n) / (1000.0 * bw) if bw > 0 else 0.0
+    band += tree_fill_us(entry, size_bytes, topo, bw, channels, settings)
     q = params.softmax_power
     t_us = (host**q + (lat + band) ** q) ** (1 / q)
     bus = size_bytes * bus_factor(col, n) / (t_us * 1e-6) if t_us > 0 else 0.0
     return NcclCall(
-        col, size_bytes, n, topo.nodes, entry.algorithm, entry.protocol,
-        tuner.channels_used(entry, col, size_bytes, topo), t_us * 1e-6, host * 1e-6,
+        col, size_bytes, n, topo.nodes, entry.algorithm, entry.protocol, channels, t_us * 1e-6,
+        host * 1e-6,
         lat * 1e-6, band * 1e-6, bus, entry.time_us(col, size_bytes, topo) * 1e-6,
     )  # fmt: skip

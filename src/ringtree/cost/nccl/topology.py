@@ -128,7 +128,7 @@ def topology(cluster: Cluster, nodes: int, gpus_per_node: int | None = None) -> 
         ch, bw = _dup(ch, s, sm)
         ring = Graph(ch, bw, bw, hw)
     nvls = None
-    if cluster.nvls and cluster.fabric == "nvswitch" and sm >= 90 and g > 2:
+    if cluster.nvls and cluster.fabric == "nvswitch" and sm >= 90 and g >= 2:  # 2.30: g < 2
         heads = g
         s = _first_at_most(k.SEARCH_SPEEDS_INTRA[arch], total / (heads + 1))
         inter = 2 * s if nodes == 1 else min(2 * s, ring.bw_inter * ring.channels / heads)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ringtree.collectives import Collective
+from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import constants as k
 from ringtree.cost.nccl.topology import Graph, Topology
 from ringtree.errors import RingtreeError
@@ -53,7 +54,11 @@ class Entry:
         if self.bw_GBps <= 0:
             return math.inf
         bw, lat = self.bw_GBps, self.latency_us
-        if collective is Collective.ALL_REDUCE and self.algorithm == "tree":
+        c = topo.cluster
+        corrected = self.algorithm == "tree" or (  # NCCL 2.30: NVLS trees on Blackwell + x86
+            self.algorithm == "nvls_tree" and c.gpu.sm >= 100 and c.cpu in ("intel", "amd")
+        )
+        if collective is Collective.ALL_REDUCE and corrected:
             i = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
             if 0 <= i < len(k.TREE_CORRECTION[self.protocol]):
                 bw *= k.TREE_CORRECTION[self.protocol][i]
@@ -142,21 +147,26 @@ def _ll_max(topo: Topology) -> float:
     return row[topo.node_column]
 
 
-def latency(collective: Collective, algorithm: str, protocol: str, topo: Topology) -> float:
-    """NCCL's latency of one call, us; see the module doc."""
+def latency(
+    collective: Collective, algorithm: str, protocol: str, topo: Topology,
+    intra_scale: float = 1.0, net_extra_us: float = 0.0,
+) -> float:  # fmt: skip
+    """NCCL's latency of one call, us (see the module doc). ``intra_scale`` multiplies the
+    base and intra-node terms; ``net_extra_us`` is added to each network step (0, 1: NCCL's
+    own)."""
     p = k.PROTOCOLS.index(protocol)
     g = _graph(algorithm, topo) or topo.ring
     nodes, n, ppn = topo.nodes, topo.n_ranks, topo.gpus_per_node
     intra_hw = g.intra_hw
-    intra = k.HW_LAT[intra_hw][algorithm][p]
-    inter = k.HW_LAT["net"]["tree" if ppn == 1 else algorithm][p]
-    lat = k.BASE_LAT[algorithm][p]
+    intra = k.HW_LAT[intra_hw][algorithm][p] * intra_scale
+    inter = k.HW_LAT["net"]["tree" if ppn == 1 else algorithm][p] + net_extra_us
+    lat = k.BASE_LAT[algorithm][p] * intra_scale
     if algorithm == "ring":
         steps = _steps(collective, n)
         if collective in (Collective.BROADCAST, Collective.REDUCE):
-            hw = "net" if nodes > 1 else intra_hw
-            per = k.HW_LAT[hw]["tree" if protocol == "simple" else "ring"][p]
-            return lat + steps * per
+            per = k.HW_LAT["net" if nodes > 1 else intra_hw]["tree" if protocol == "simple"
+                                                             else "ring"][p]  # fmt: skip
+            return lat + steps * (per + net_extra_us if nodes > 1 else per * intra_scale)
         n_inter = 0 if nodes == 1 else (nodes - 1) * (2 if collective is
                                                       Collective.ALL_REDUCE else 1)  # fmt: skip
         overhead = 0.0
@@ -168,34 +178,40 @@ def latency(collective: Collective, algorithm: str, protocol: str, topo: Topolog
     if algorithm == "tree":
         return lat + 2 * ((ppn - 1) * intra + levels * inter)
     if algorithm == "collnet_direct":
-        return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+        return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4 * intra_scale) + inter
     if algorithm == "collnet_chain":
         return lat + 2 * (ppn - 1) * intra + inter
     if algorithm == "nvls":
         return intra + (inter if nodes > 1 else 0.0)
     if algorithm == "nvls_tree":
         return intra + 2 * levels * inter
-    return 8.0 + levels * inter / 3.5 + 2.8 * n  # PAT
+    return 8.0 * intra_scale + levels * inter / 3.5 + 2.8 * n * intra_scale  # PAT
 
 
 @dataclass(frozen=True)
 class Settings:
     """What the environment enables: per collective, the algorithms and protocols allowed
-    (``None``: NCCL's defaults), NVLS, CollNet and PAT switches, and the raw values."""
+    (``None``: NCCL's defaults), NVLS, CollNet and PAT switches, NVLS's chunk sizes, and the
+    raw values."""
 
     algos: dict[str, frozenset[str]] | None
     protos: dict[str, frozenset[str]] | None
     nvls: bool
     collnet: bool
-    pat: bool
+    pat: int
     raw: dict[str, str]
+    #: NCCL_NVLS_CHUNKSIZE (default 128 KiB) and NCCL_NVLSTREE_MAX_CHUNKSIZE (default: 64 KiB
+    #: from 4 nodes up, else the NVLS chunk), src/transport/nvls.cc:160-161, 227-231
+    nvls_chunk: int = 128 * 1024
+    nvlstree_max_chunk: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        """Parse NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE, NCCL_PAT_ENABLE
-        (RingtreeError naming a bad value)."""
+        """Parse NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE, NCCL_PAT_ENABLE,
+        NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE (RingtreeError naming a bad value)."""
         names = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
-                 "NCCL_PAT_ENABLE")  # fmt: skip
+                 "NCCL_PAT_ENABLE", "NCCL_NVLS_CHUNKSIZE",
+                 "NCCL_NVLSTREE_MAX_CHUNKSIZE")  # fmt: skip
         raw = {v: env[v] for v in names if env.get(v)}
         return cls(
             algos=_parse_list(raw["NCCL_ALGO"], _ALGO_BY_NCCL, "NCCL_ALGO")
@@ -204,9 +220,29 @@ class Settings:
             if "NCCL_PROTO" in raw else None,
             nvls=_switch(raw, "NCCL_NVLS_ENABLE", True),
             collnet=_switch(raw, "NCCL_COLLNET_ENABLE", False),
-            pat=_switch(raw, "NCCL_PAT_ENABLE", True),
+            pat=int(raw.get("NCCL_PAT_ENABLE", "2").strip())
+            if _switch(raw, "NCCL_PAT_ENABLE", True) else 0,
             raw=raw,
+            nvls_chunk=_bytes(raw, "NCCL_NVLS_CHUNKSIZE") or 128 * 1024,
+            nvlstree_max_chunk=_bytes(raw, "NCCL_NVLSTREE_MAX_CHUNKSIZE"),
         )  # fmt: skip
+
+    @classmethod
+    def for_cluster(cls, cluster: Cluster, env: Mapping[str, str]) -> Settings:
+        """:meth:`from_env` on the cluster's platform settings (``nccl_env``: what its network
+        plugin sets) overridden by ``env``'s NCCL_* values, as NCCL would see them."""
+        merged = dict(cluster.nccl_env)
+        merged.update({k: v for k, v in env.items() if k.startswith("NCCL_")})
+        return cls.from_env(merged)
+
+
+def _bytes(raw: dict[str, str], name: str) -> int | None:
+    if name not in raw:
+        return None
+    v = raw[name].strip()
+    if not v.isdigit() or not 0 < int(v) <= 1 << 30:
+        raise RingtreeError(f"{name}={v!r} is not valid: expected a size in bytes, 1..2**30")
+    return int(v)
 
 
 def _switch(raw: dict[str, str], name: str, default: bool) -> bool:
@@ -240,7 +276,7 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str, frozens
         negate = body.startswith("^")
         items = [x.strip().lower() for x in body.lstrip("^").split(",") if x.strip()]
         bad = [x for x in items if x not in names]
-        if bad or not items:
+        if bad or not (items or negate):  # a bare "^" excludes nothing, as in NCCL
             known = ", ".join(k.NCCL_NAMES[v] for v in sorted(every))
             raise RingtreeError(f"{var}={text!r}: unknown name {bad[0] if bad else body!r}: "
                                 f"expected some of {known}")  # fmt: skip
@@ -279,9 +315,10 @@ def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topolog
         if not (c.sharp and env.collnet and nodes > 1):
             return False
         return algorithm == "collnet_direct" or collective is Collective.ALL_REDUCE
-    if algorithm == "pat":
-        return (collective is not Collective.ALL_REDUCE and env.pat and topo.gpus_per_node == 1
-                and nodes > 1)  # fmt: skip
+    if algorithm == "pat":  # NCCL_PAT_ENABLE=1 forces it; 2 (default): 1 GPU per node only
+        if collective is Collective.ALL_REDUCE or c.gpu.sm < 60 or env.pat == 0:
+            return False
+        return env.pat == 1 or (topo.gpus_per_node == 1 and nodes > 1)
     if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         return algorithm == "ring"
     return algorithm in ("ring", "tree")
@@ -315,12 +352,20 @@ def choose(collective: Collective, nbytes: int, topo: Topology, env: Settings,
     return min(entries, key=lambda e: e.time_us(collective, nbytes, topo))
 
 
+def nvls_channels(topo: Topology) -> int:
+    """The channels NVLS runs (src/transport/nvls.cc): Hopper 16; Blackwell 24 inside one
+    NVLink domain, 32 across nodes."""
+    if topo.nodes == 1 and topo.arch in k.NVLS_CHANNELS_ONE_NODE:
+        return k.NVLS_CHANNELS_ONE_NODE[topo.arch]
+    return k.NVLS_CHANNELS.get(topo.arch, 16)
+
+
 def channels_used(entry: Entry, collective: Collective, nbytes: int, topo: Topology) -> int:
     """The channels NCCL gives one call (``topoGetAlgoInfo``): NVLS its heads' channels;
     ring and tree start from the execution channels and drop one while the call has fewer
     than ``threads x threshold`` bytes per channel."""
     if entry.algorithm in ("nvls", "nvls_tree"):
-        return k.NVLS_CHANNELS.get(topo.arch, 16)
+        return nvls_channels(topo)
     nc = execution_channels(topo)
     threshold = k.THREAD_THRESHOLD[entry.protocol] * k.THREADS[entry.protocol]
     if entry.algorithm == "ring" and entry.protocol == "ll":

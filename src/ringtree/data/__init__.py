@@ -1,0 +1,1 @@
+"""Preset data: cluster and GPU presets (clusters.toml, gpus.toml), each with its sources."""

@@ -1,0 +1,223 @@
+"""Memory of one GPU: weights, gradients, optimizer states, activations, and what else a
+training step holds at its peak.
+
+Model states (Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Megatron-LM's mixed precision): 16-bit
+weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 6 under
+DeepSpeed, which keeps the 16-bit gradients too), Adam's fp32 master weights,
+momentum and variance (12 bytes; 8 in fp32 training). ZeRO-1 (Megatron's distributed
+optimizer) divides the optimizer states by the data-parallel size (times cp: Megatron shards
+over the data- and context-parallel ranks together), ZeRO-2 also the gradients, ZeRO-3 also
+the weights (which then need two layers gathered at a time: the one computed and the one
+prefetched). Expert weights are split over ep and sharded over the ranks that hold the same
+experts. The busiest pipeline stage counts: the first holds the embedding, the last the output
+layer (or its tied copy) and the logits.
+
+Activations per layer and micro-batch (Korthikanti et al. 2022, Sec. 4, Table 2), in bytes,
+for s tokens (s / cp per GPU), micro-batch b, hidden h, tensor-parallel size t, heads a:
+
+    s b h (10 + 24/t + 5 a s / (h t))      GPT, tensor parallel
+    s b h (34/t + 5 a s / (h t))           with sequence parallelism
+    drop the 5 a s/(h t) term              selective recomputation (or FlashAttention, which
+                                           stores no s x s scores)
+    2 s b h                                full recomputation (the layer's input only)
+
+generalised to other shapes term by term (Korthikanti's Sec. 4.1 inventory): replicated across
+TP unless sp, the two norms' inputs and outputs (8) and dropout masks (2, if the model has
+dropout); split across TP, Q and the attention output 4q/h, K and V 4 g d/h, the MLP's inner
+activations 4f/h with GeLU or 6f/h with SwiGLU (its gate and up outputs, then their product),
+experts' as many times over as tokens are routed (top-k x capacity), plus the dispatched
+tokens; the scores 5 a s/h (2 a s/h without dropout).
+
+In flight (Korthikanti et al. 2022, eq. 5 and Sec. 4.2.3): 1F1B keeps min(p - i, m)
+micro-batches on stage i, so the first stage holds p x L/p = L layers' activations; the
+interleaved schedule with v stages per GPU multiplies that by 1 + (p-1)/(p v); DeepSpeed's
+pipeline also keeps each in-flight micro-batch's stage output (2 s b h; Megatron-LM frees it,
+Korthikanti et al. 2022, App. B). The backward holds one layer's activation gradients on top
+(and, under full recomputation, that layer's recomputed activations). When p does not
+divide L, the first and last stages take the fewer layers (as Llama 3 did); the busiest stage's
+weights and compute are those of ceil(L/p) layers. Full
+recomputation adds one layer's whole activations (the one being recomputed).
+
+Also held: the last stage's logits (fp32 and 16-bit, V/t per token) and a fixed
+``OVERHEAD_BYTES`` for the CUDA context, cuBLAS and NCCL buffers and the allocator's slack.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ringtree.plan.compute import FLASH
+from ringtree.plan.flops import FULL, NONE, SELECTIVE
+from ringtree.plan.model import Model, attention_params, expert_params, mlp_params
+from ringtree.plan.strategy import Layout
+
+#: Frameworks whose memory differs: Megatron-LM accumulates gradients in fp32 main gradients
+#: and frees a stage's output once sent (Korthikanti et al. 2022, App. B); DeepSpeed keeps
+#: 16-bit gradients beside their fp32 accumulation (its BF16 optimizer) and keeps the outputs.
+MEGATRON, DEEPSPEED = "megatron", "deepspeed"
+FRAMEWORKS = (MEGATRON, DEEPSPEED)
+
+#: CUDA context (~0.5 GB), cuBLAS workspaces, NCCL's buffers, allocator fragmentation: an
+#: allowance, not a measurement of any one framework.
+OVERHEAD_BYTES = 2 * 2**30
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes on the busiest GPU: the parts, and ``total``."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    other: int
+
+    @property
+    def states(self) -> int:
+        """weights + gradients + optimizer."""
+        return self.weights + self.gradients + self.optimizer
+
+    @property
+    def total(self) -> int:
+        """Everything."""
+        return self.states + self.activations + self.other
+
+    def to_json(self) -> dict:
+        """The ``memory`` entry of ``--json``."""
+        return {
+            "weights_bytes": self.weights, "gradients_bytes": self.gradients,
+            "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
+            "other_bytes": self.other, "total_bytes": self.total,
+        }  # fmt: skip
+
+
+def activation_bytes_per_layer(
+    m: Model, b: int, t: int, sp: bool, recompute: str, attention: str, cp: int = 1,
+    moe: bool = False,
+) -> float:  # fmt: skip
+    """Activations one layer keeps for one micro-batch of ``b`` sequences (module doc)."""
+    assert m.seq_len and m.hidden and m.heads
+    s, h = m.seq_len / cp, m.hidden
+    sbh = s * b * h
+    if recompute == FULL:
+        return 2 * sbh / (t if sp else 1)
+    q, kvd = m.heads * m.dim, m.kv * m.dim
+    replicated = 8 + (2 if m.dropout else 0)
+    split = (4 * q + 4 * kvd) / h
+    mlp = 6 if m.gated else 4
+    if moe:
+        assert m.expert_ffn
+        routed = m.top_k * (m.capacity_factor or 1.0)
+        split += routed * (mlp * m.expert_ffn / h + 2)  # expert activations + dispatched
+        split += m.shared_experts * mlp * m.expert_ffn / h
+    else:
+        split += mlp * m.ffn_size / h  # type: ignore[operator]
+    per = (replicated / t if sp else replicated) + split / t
+    if attention != FLASH and recompute != SELECTIVE:
+        per += (5 if m.dropout else 2) * m.heads * m.seq_len / (h * t)
+    return sbh * per
+
+
+def first_stage_layers(layers: int, pp: int) -> int:
+    """Layers on the first (and last) stage: L / pp, or one fewer than the others when pp does
+    not divide L (Llama 3's layout: "the first and the last stages have one fewer layer";
+    Megatron-LM's --decoder-first-pipeline-num-layers)."""
+    return layers // pp if pp > 1 else layers
+
+
+def in_flight(layout: Layout, micro_batches: int) -> float:
+    """Micro-batches' worth of a stage's activations the first pipeline stage holds."""
+    p, v = layout.pp, layout.v
+    if p == 1:
+        return 1.0
+    held = min(p, micro_batches)
+    return held * (1 + (p - 1) / (p * v)) if v > 1 else float(held)
+
+
+def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
+    """Parameters one GPU of the busiest stage holds: (non-expert, expert, layers) where
+    layers is the stage's layer count."""
+    assert m.layers and m.hidden
+    p, t = layout.pp, layout.tp
+    layers = math.ceil(m.layers / p)
+    if m.complete:
+        assert m.vocab
+        dense_layer = attention_params(m) + 2 * m.hidden
+        mlp = mlp_params(m.hidden, m.ffn_size, m.gated)  # type: ignore[arg-type]
+        moe_share = m.moe_layers / m.layers
+        per_layer = dense_layer + (1 - moe_share) * mlp
+        embed = m.vocab * m.hidden * (1 if (p > 1 or m.tied) else 2)
+        dense = (layers * per_layer + embed) / t
+        experts = layers * moe_share * expert_params(m) / (t * layout.ep) if m.moe else 0.0
+        return dense, experts, layers
+    return m.params / (t * p), 0.0, layers
+
+
+def memory(
+    m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
+    attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
+) -> Memory:  # fmt: skip
+    """Memory of the busiest GPU of ``layout`` (module doc)."""
+    weights, grads, opt, other = state_memory(m, layout, itemsize, framework)
+    acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
+                             framework)  # fmt: skip
+    return Memory(weights, grads, opt, acts, other)
+
+
+def state_memory(
+    m: Model, layout: Layout, itemsize: int = 2, framework: str = MEGATRON
+) -> tuple[int, int, int, int]:
+    """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
+    depend on the micro-batch (the module doc's model states, and the fixed allowance)."""
+    dense, experts, layers = stage_params(m, layout)
+    shard = layout.dp * layout.cp
+    expert_shard = max(1, layout.dp // layout.ep) * layout.cp
+    mixed = itemsize < 4
+    grad_bytes = 4
+    if framework == DEEPSPEED and mixed:
+        grad_bytes = 4 + itemsize  # 16-bit gradients and their fp32 accumulation
+    opt_bytes = 12 if mixed else 8
+    z = layout.flavor
+    w_div = shard if z == "zero3" else 1
+    g_div = shard if z in ("zero2", "zero3") else 1
+    o_div = shard if z != "ddp" else 1
+    ew_div = expert_shard if z == "zero3" else 1
+    eg_div = expert_shard if z in ("zero2", "zero3") else 1
+    eo_div = expert_shard if z != "ddp" else 1
+    weights = itemsize * (dense / w_div + experts / ew_div)
+    grads = grad_bytes * (dense / g_div + experts / eg_div)
+    opt = opt_bytes * (dense / o_div + experts / eo_div)
+    other = float(OVERHEAD_BYTES)
+    if z == "zero3":  # two layers gathered at once
+        other += 2 * itemsize * (dense + experts) / max(layers, 1)
+    return int(weights), int(grads), int(opt), int(other)
+
+
+def activation_memory(
+    m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
+    attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
+) -> int:  # fmt: skip
+    """Activation bytes of the busiest GPU at its peak (module doc): the flavour of data
+    parallelism plays no part."""
+    if not m.complete:
+        return 0
+    assert m.layers and m.seq_len and m.vocab and m.hidden
+    t, sp, cp = layout.tp, layout.sp, layout.cp
+    moe_share = m.moe_layers / m.layers
+    one = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp)
+    if m.moe:
+        one_moe = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp, True)
+        one = (1 - moe_share) * one + moe_share * one_moe
+    held = in_flight(layout, micro_batches)
+    first = first_stage_layers(m.layers, layout.pp) * one * held
+    logits = (4 + itemsize) * b * m.seq_len / cp * m.vocab / t
+    last = (first_stage_layers(m.layers, layout.pp) * one if layout.pp > 1 else 0.0) + logits
+    acts = max(first, last) if layout.pp > 1 else first + logits
+    # the backward's working set: the gradients of one layer's activations (and, under full
+    # recomputation, that layer's recomputed activations too)
+    whole = activation_bytes_per_layer(m, b, t, sp, NONE, attention, cp, m.moe)
+    acts += 2 * whole if recompute == FULL else whole
+    if framework == DEEPSPEED and layout.pp > 1:  # stage outputs kept until sent back
+        acts += 2 * b * m.seq_len / cp * m.hidden * held
+    return int(acts)

@@ -1,0 +1,63 @@
+"""The step's picture: one track per pipeline stage, spans that add up to the plan's step."""
+
+import json
+from xml.etree import ElementTree
+
+import pytest
+
+from ringtree.cost.clusters import get_cluster
+from ringtree.errors import RingtreeError
+from ringtree.plan.cluster import from_hardware
+from ringtree.plan.picture import chrome_trace, svg
+from ringtree.plan.planner import plan
+from ringtree.plan.presets import PRESETS
+from ringtree.plan.record import Training
+from ringtree.plan.strategy import parse_strategy
+from ringtree.plan.timeline import BUBBLE, COMPUTE, step_events
+
+
+@pytest.fixture(scope="module")
+def piped():
+    c = from_hardware(get_cluster("dgx-h100"), 4)
+    return plan(PRESETS["13b"], c, parse_strategy("zero1,tp=8,pp=4,v=2,sp"),
+                Training(global_batch=32))  # fmt: skip
+
+
+def test_every_stage_has_its_forwards_backwards_and_bubble(piped):
+    events = step_events(piped)
+    stages = {e.stage for e in events}
+    assert stages == {0, 1, 2, 3}
+    for s in stages:
+        kinds = [e.kind for e in events if e.stage == s and e.track == COMPUTE]
+        assert kinds.count("forward") == kinds.count("backward") == 32 * 2  # m x v
+        assert BUBBLE in kinds
+    # the compute track of each stage never overlaps itself
+    for s in stages:
+        mine = sorted((e for e in events if e.stage == s and e.track == COMPUTE),
+                      key=lambda e: e.start_s)  # fmt: skip
+        for a, b in zip(mine, mine[1:], strict=False):
+            assert a.start_s + a.dur_s <= b.start_s + 1e-9
+
+
+def test_the_picture_lasts_about_a_step(piped):
+    end = max(e.start_s + e.dur_s for e in step_events(piped))
+    assert end == pytest.approx(piped.step_time_s, rel=0.05)
+
+
+def test_chrome_trace_and_svg_are_well_formed(piped):
+    trace = json.loads(json.dumps(chrome_trace(piped)))
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len({e["pid"] for e in spans}) == 4 and len({e["tid"] for e in spans}) >= 3
+    assert all(e["dur"] >= 0 for e in spans)
+    root = ElementTree.fromstring(svg(piped))
+    assert root.tag.endswith("svg")
+
+
+def test_no_picture_without_compute():
+    from ringtree.cost.model import Link
+    from ringtree.plan.cluster import Cluster
+
+    p = plan(PRESETS["7b"], Cluster(1, 8, Link("a", 1e11), Link("b", 1e10)),
+             parse_strategy("ddp"), Training())  # fmt: skip
+    with pytest.raises(RingtreeError, match="needs its compute"):
+        step_events(p)

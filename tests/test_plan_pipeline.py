@@ -1,0 +1,54 @@
+"""Pipeline schedules: Megatron-LM's 1F1B and interleaved orders, timed, against the bubble
+formula (m + (p-1)/v)(t_f + t_b) of Narayanan et al. 2021."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ringtree.errors import RingtreeError
+from ringtree.plan.pipeline import B, F, bubble_fraction, check_schedule, simulate, stage_order
+
+
+@st.composite
+def schedules(draw):
+    p = draw(st.integers(1, 8))
+    v = draw(st.integers(1, 4)) if p > 1 else 1
+    m = p * draw(st.integers(1, 6)) if v > 1 else draw(st.integers(1, 24))
+    return p, m, v
+
+
+@given(schedules())
+@settings(max_examples=60, deadline=None)
+def test_every_chunk_runs_once_forward_before_backward(case):
+    p, m, v = case
+    for i in range(p):
+        order = stage_order(i, p, m, v)
+        assert sorted(order) == sorted((k, mb, c) for k in (F, B) for mb in range(m)
+                                       for c in range(v))  # fmt: skip
+        seen = set()
+        for kind, mb, c in order:
+            if kind == B:
+                assert (F, mb, c) in seen
+            seen.add((kind, mb, c))
+
+
+@given(schedules(), st.floats(0.1, 3.0), st.floats(0.1, 3.0))
+@settings(max_examples=60, deadline=None)
+def test_equal_stages_take_m_plus_p_minus_1_over_v_micro_batches(case, tf, tb):
+    p, m, v = case
+    spans = simulate(p, m, v, tf / v, tb / v)
+    end = max(s.end_s for s in spans)
+    if m >= p or v == 1:
+        assert end == pytest.approx((m + (p - 1) / v) * (tf + tb), rel=1e-9)
+    # no stage runs two things at once
+    for i in range(p):
+        mine = sorted((s for s in spans if s.stage == i), key=lambda s: s.start_s)
+        assert all(a.end_s <= b.start_s + 1e-12 for a, b in zip(mine, mine[1:], strict=False))
+
+
+def test_bubble_fraction_and_megatrons_rule():
+    assert bubble_fraction(8, 64) == pytest.approx(7 / 64)
+    assert bubble_fraction(8, 64, 3) == pytest.approx(7 / 192)
+    check_schedule(8, 64, 3)
+    with pytest.raises(RingtreeError, match="multiple of pp=8"):
+        check_schedule(8, 12, 2)
