@@ -5,7 +5,7 @@ beta; all-to-all, one step, alpha + (N-1)/N S beta."""
 from __future__ import annotations
 
 from ringtree.algorithms import BuildSpec
-from ringtree.collectives import Collective, block_sizes
+from ringtree.collectives import Collective
 from ringtree.cost.forms.base import NOTHING, Estimate, closed_form, flat
 
 
@@ -13,10 +13,11 @@ def _linear(n: int, count: int, itemsize: int, root: int, gather: bool) -> Estim
     """Step k moves block root + k; the root moves them all, every other rank its own."""
     if n == 1:
         return NOTHING
-    sizes = block_sizes(count, n)
-    others = [b for r, b in enumerate(sizes) if r != root]
-    sent = max(others) if gather else sum(others)
-    return flat(n - 1, sum(others) * itemsize, 0, sent * itemsize)
+    base, extra = divmod(count, n)
+    others = count - base - (1 if root < extra else 0)  # every block but the root's
+    largest = base + (1 if extra > (1 if root < extra else 0) else 0)  # of the others
+    sent = largest if gather else others
+    return flat(n - 1, others * itemsize, 0, sent * itemsize)
 
 
 @closed_form(Collective.GATHER, "linear")
