@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         raise RingtreeError(f"size {args.size} B is not a whole number of {args.dtype} elements")
     schedule = build(
         args.collective,
-        args.algorithm or default_algorithm(args.collective),
+        default_algorithm(args.collective) if args.algorithm is None else args.algorithm,
         args.ranks,
         root=args.root,
         n_chunks=args.chunks,

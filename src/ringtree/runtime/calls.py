@@ -14,7 +14,7 @@ experts routes other tokens every step, and each rank knows only its own row and
 its plan is kept per split sizes but its *shape*, the one whose first call is checked, leaves
 them out -- else ranks whose sizes repeat would skip an exchange that the others make. Split
 sizes let a rank compile only an algorithm that sends every block straight to its
-destination (pairwise): forwarding another rank's block needs its size.
+destination (linear, pairwise): forwarding another rank's block needs its size.
 """
 
 from __future__ import annotations

@@ -138,9 +138,9 @@ class Program:
     """Everything rank ``rank`` does to run ``schedule`` on ``count`` elements.
 
     ``untouched``: ``(from, to)`` locations of result regions no step writes, copied from
-    the input to the output at the end (nothing when in place). ``result``: where every
-    region the rank keeps ends (the AVG division runs over these). ``in_elems`` and
-    ``out_elems``: the sizes the input and output buffers must have.
+    the input to the output while the first messages fly (nothing when in place).
+    ``result``: where every region the rank keeps ends (the AVG division runs over these).
+    ``in_elems`` and ``out_elems``: the sizes the input and output buffers must have.
     """
 
     rank: int
