@@ -130,8 +130,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.collective not in tuner.NCCL_COLLECTIVES:
         raise RingtreeError(
-            f"the NCCL model has no {args.collective.value} yet: price it on a --link "
-            "(alpha-beta)"
+            f"the NCCL model has no {args.collective.value} yet: price it on a --link (alpha-beta)"
         )
     if args.params is not None:
         args.size = args.params * dtype_bytes(args.dtype)
