@@ -19,7 +19,7 @@ def make_inputs(
     """Per-rank inputs; small values so PRODUCT stays finite and sums exact in floats."""
     rng = np.random.default_rng(seed)
     lo, hi = (1, 3) if op is ReduceOp.PRODUCT else (-50, 50)
-    if collective is Collective.ALL_GATHER:
+    if collective in (Collective.ALL_GATHER, Collective.GATHER):
         b = block_bounds(count, n)
         return [rng.integers(lo, hi, b[r + 1] - b[r]).astype(dtype) for r in range(n)]
     return [rng.integers(lo, hi, count).astype(dtype) for _ in range(n)]

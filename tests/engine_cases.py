@@ -2,10 +2,11 @@
 (:mod:`ringtree.procs.rank`), started by tests/test_engine.py (gloo, MPI or NCCL). Runs many
 cases in one process group -- every collective x every algorithm, random sizes (tiny and
 uneven included), every op, non-zero roots, several dtypes, numpy and torch buffers, async
-handles -- and checks each against the engine's own collective on the same data, and the
-bytes the transport sent against the schedule's count. Ends with a mismatch case (rank 2
-calls with another size; every rank must name rank 2) and, on gloo, a silent peer (the last
-rank never calls; the others must time out). Returns ``{"cases": n, "failures": [...]}``.
+handles, all-to-alls with random split sizes -- and checks each against the engine's own
+collective on the same data, and the bytes the transport sent against the schedule's count.
+Ends with a mismatch case (rank 2 calls with another size; every rank must name rank 2) and,
+on gloo, a silent peer (the last rank never calls; the others must time out). Returns
+``{"cases": n, "failures": [...]}``.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.algorithms import algorithms_for, get_algorithm
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.algorithms import algorithms_for, build, get_algorithm
+from ringtree.collectives import Collective, ReduceOp, Splits
 from ringtree.procs.launch import RESULT_DIR_ENV
-from ringtree.procs.native import NativeEngine, copy_buffer, make_input
+from ringtree.procs.native import (
+    NativeEngine,
+    call_buffers,
+    copy_buffer,
+    engine_count,
+    make_input,
+)
 from ringtree.runtime import api, calls
 from ringtree.runtime.errors import MismatchError, PeerError
 
@@ -36,7 +43,8 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
     for col in Collective:
         for alg in algorithms_for(col):
             rpn = get_algorithm(col, alg).ranks_per_node_for(n)
-            for count in (0, 1, n - 1, int(rng.integers(2, 50)), int(rng.integers(1000, 5000))):
+            for size in (0, 1, n - 1, int(rng.integers(2, 50)), int(rng.integers(1000, 5000))):
+                count = engine_count(col, size, n)
                 ops = list(ReduceOp) if col.reduces else [ReduceOp.SUM]
                 for op in ops:
                     out.append({
@@ -48,9 +56,11 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
                     })  # fmt: skip
     for col in Collective:  # large messages (MiBs, several slices per chunk)
         for alg in algorithms_for(col)[:2]:
+            rpn = get_algorithm(col, alg).ranks_per_node_for(n)
             out.append({
-                "collective": col.value, "algorithm": alg, "count": 700_001, "op": "sum",
-                "root": n - 1, "ranks_per_node": None, "dtype": "float32", "slice_bytes": None,
+                "collective": col.value, "algorithm": alg,
+                "count": engine_count(col, 700_001, n), "op": "sum", "root": n - 1,
+                "ranks_per_node": rpn, "dtype": "float32", "slice_bytes": None,
                 "numpy": False, "async": False,
             })  # fmt: skip
     return out
@@ -66,15 +76,8 @@ def run_case(engine: NativeEngine, transport: Any, case: dict[str, Any]) -> str 
     want = engine.native(col, copy_buffer(native_kind), op, root, count)
     # ringtree gets the engine's kind, or sometimes a numpy array on gloo's transport
     use_numpy = case["numpy"] and isinstance(raw, np.ndarray) and engine.backend == "gloo"
-    inp = copy_buffer(raw if use_numpy else native_kind)
-    b = block_bounds(count, n)
-    out = None
-    if col is Collective.REDUCE_SCATTER:
-        out = np.empty(b[rank + 1] - b[rank], dtype=raw.dtype) if isinstance(inp, np.ndarray) \
-            else inp.new_empty(b[rank + 1] - b[rank])  # fmt: skip
-    elif col is Collective.ALL_GATHER:
-        out = np.empty(count, dtype=inp.dtype) if isinstance(inp, np.ndarray) \
-            else inp.new_empty(count)  # fmt: skip
+    inp, out = call_buffers(col, copy_buffer(raw if use_numpy else native_kind), count, n, rank,
+                            root)  # fmt: skip
     before = transport.counters()[0]
     work = api.collective(
         col, inp, out, op, root, transport, case["async"], algorithm=case["algorithm"],
@@ -93,13 +96,52 @@ def run_case(engine: NativeEngine, transport: Any, case: dict[str, Any]) -> str 
     expected = sched.bytes_sent(rank, count, itemsize)
     if sent != expected:
         return f"{label}: transport sent {sent} B, schedule says {expected}"
-    if col is Collective.REDUCE and rank != root:
+    rooted = col in (Collective.REDUCE, Collective.GATHER) and rank != root
+    if rooted or col is Collective.BARRIER:  # nothing promised, or nothing to hold
         return None
     result = inp if out is None else out
     got = result if isinstance(result, np.ndarray) else engine.numpy(result)
     exact = np.issubdtype(np.asarray(want).dtype, np.integer) or op is not ReduceOp.AVG
     ok = np.array_equal(got, want) if exact else np.allclose(got, want, rtol=1e-2)
     return None if ok else f"{label}: got {np.asarray(got)[:6]} want {np.asarray(want)[:6]}"
+
+
+def split_cases(n: int, seed: int) -> list[Splits]:
+    """Random all-to-all split sizes (the same on every rank): empty blocks, a rank that
+    sends nothing, large blocks."""
+    rng = np.random.default_rng(seed + 1)
+    out = [Splits.of(rng.integers(0, 9, (n, n)).tolist()) for _ in range(3)]
+    quiet = rng.integers(0, 300, (n, n))
+    quiet[n - 1] = 0  # the last rank sends nothing
+    out.append(Splits.of(quiet.tolist()))
+    out.append(Splits.of(rng.integers(100_000, 300_000, (n, n)).tolist()))
+    return out
+
+
+def run_split_case(engine: NativeEngine, transport: Any, splits: Splits) -> str | None:
+    """An all-to-all with split sizes against the engine's own (torch's all_to_all_single
+    with split sizes, MPI's Alltoallv) and the pairwise schedule's bytes."""
+    n, rank = engine.size, engine.rank
+    sent, received = list(splits.sent(rank)), list(splits.received(rank))
+    x = np.arange(sum(sent), dtype=np.float32) + 1000 * rank
+    want = np.empty(sum(received), dtype=np.float32)
+    if engine.backend == "mpi":
+        engine.comm.Alltoallv([x, sent], [want, received])
+    else:
+        t = engine.torch.empty(sum(received), dtype=engine.torch.float32, device=engine.device)
+        engine.dist.all_to_all_single(t, engine.array(x.copy()), received, sent)
+        want = engine.numpy(t)
+    inp = engine.array(x.copy())
+    out = engine.array(np.full(sum(received), -1, dtype=np.float32))
+    before = transport.counters()[0]
+    api.all_to_all_single(out, inp, received, sent, group=transport, timeout=30)
+    sent_bytes = transport.counters()[0] - before
+    expected = build(Collective.ALL_TO_ALL, "pairwise", n).bytes_sent(rank, splits, 4)
+    label = f"rank {rank} all-to-all with splits {splits.rows}"
+    if sent_bytes != expected:
+        return f"{label}: transport sent {sent_bytes} B, schedule says {expected}"
+    got = out if isinstance(out, np.ndarray) else engine.numpy(out)
+    return None if np.array_equal(got, want) else f"{label}: got {got[:6]} want {want[:6]}"
 
 
 def mismatch_case(engine: NativeEngine, transport: Any) -> str | None:
@@ -155,6 +197,14 @@ def run_cases(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
         if bad:
             failures.append(bad)
             break  # the group may be out of step now
+    for splits in [] if failures else split_cases(engine.size, cfg["seed"]):
+        try:
+            bad = run_split_case(engine, transport, splits)
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            bad = f"rank {engine.rank} splits {splits.rows}: {type(e).__name__}: {e}"
+        if bad:
+            failures.append(bad)
+            break
     if not failures and engine.size >= 3:
         bad = mismatch_case(engine, transport)
         if bad:

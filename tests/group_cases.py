@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ringtree.algorithms import algorithms_for
-from ringtree.collectives import Collective, ReduceOp, block_bounds
-from ringtree.procs.native import make_input
+from ringtree.collectives import Collective, ReduceOp, block_bounds, block_sizes
+from ringtree.procs.native import call_buffers, engine_count, make_input
 from ringtree.runtime import api
 
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -107,7 +107,22 @@ def native(engine: Any, group: Any, col: Collective, x: Any, op: ReduceOp, root:
 
     dop = {"product": dist.ReduceOp.PRODUCT}.get(op.value, getattr(dist.ReduceOp, op.name))
     t = x.clone()
-    if col is Collective.ALL_REDUCE:
+    sizes = block_sizes(count, n)
+    if col is Collective.ALL_TO_ALL:
+        t = torch.empty(n * sizes[me], dtype=x.dtype)
+        dist.all_to_all_single(t, x.clone(), [sizes[me]] * n, sizes, group=group)
+    elif col is Collective.GATHER:
+        parts = [torch.empty_like(x) for _ in range(n)] if engine.rank == root else None
+        dist.gather(x.clone(), parts, dst=root, group=group)
+        t = torch.cat(parts) if parts is not None else x[:0]
+    elif col is Collective.SCATTER:
+        t = torch.empty(sizes[me], dtype=x.dtype)
+        dist.scatter(t, list(x.clone().split(sizes)) if engine.rank == root else None, src=root,
+                     group=group)  # fmt: skip
+    elif col is Collective.BARRIER:
+        dist.barrier(group=group)
+        t = x[:0]
+    elif col is Collective.ALL_REDUCE:
         dist.all_reduce(t, op=dop, group=group)
     elif col is Collective.BROADCAST:
         dist.broadcast(t, src=root, group=group)
@@ -136,7 +151,20 @@ def _native_mpi(engine: Any, group: Any, col: Collective, x: np.ndarray, op: Red
     comm = group if group is not None else mpi.COMM_WORLD
     mop = {"sum": mpi.SUM, "product": mpi.PROD, "min": mpi.MIN, "max": mpi.MAX}[op.value]
     n, groot = len(ranks), ranks.index(root)
-    if col is Collective.ALL_REDUCE:
+    me, sizes = comm.Get_rank(), block_sizes(x.size, n)
+    if col is Collective.ALL_TO_ALL:
+        out = np.empty(n * sizes[me], dtype=x.dtype)
+        comm.Alltoallv([x, sizes], [out, [sizes[me]] * n])
+    elif col is Collective.GATHER:
+        out = np.empty(n * x.size, dtype=x.dtype) if me == groot else x[:0]
+        comm.Gather(x, out if me == groot else None, root=groot)
+    elif col is Collective.SCATTER:
+        out = np.empty(sizes[me], dtype=x.dtype)
+        comm.Scatter(x if me == groot else None, out, root=groot)
+    elif col is Collective.BARRIER:
+        comm.Barrier()
+        out = x[:0]
+    elif col is Collective.ALL_REDUCE:
         out = np.empty_like(x)
         comm.Allreduce(x, out, op=mop)
     elif col is Collective.BROADCAST:
@@ -163,6 +191,7 @@ def cases(seed: int) -> list[dict[str, Any]]:
     for col in Collective:
         for alg in ["auto", *algorithms_for(col)]:
             for count in (int(rng.integers(0, 9)), int(rng.integers(100, 3000))):
+                # gather and scatter get a multiple of the group's size in run_case
                 ops = [o for o in ReduceOp if o is not ReduceOp.AVG] if col.reduces else [None]
                 out.append({"collective": col.value, "algorithm": alg, "count": count,
                             "op": str(rng.choice([o.value for o in ops])) if col.reduces else
@@ -186,19 +215,15 @@ def run_case(engine: Any, name: str, group: Any, case: dict[str, Any]) -> str | 
         return None
     n, me = len(ranks), ranks.index(engine.rank)
     root = ranks[case["root_index"] % n]  # a global rank, as torch takes src/dst
-    count = case["count"]
+    count = engine_count(col, case["count"], n)
     raw = make_input(col, count, case["dtype"], op, me, n)
     x = raw if engine.backend == "mpi" else _tensor(raw)
     want = native(engine, group, col, x, op, root, ranks)
     inp = x.copy() if isinstance(x, np.ndarray) else x.clone()
-    b = block_bounds(count, n)
-    out = None
-    if col is Collective.REDUCE_SCATTER:
-        out = _empty_like(inp, b[me + 1] - b[me])
-    elif col is Collective.ALL_GATHER:
-        out = _empty_like(inp, count)
+    inp, out = call_buffers(col, inp, count, n, me, ranks.index(root))
     api.collective(col, inp, out, op, root, group, algorithm=case["algorithm"], timeout=30)
-    if col is Collective.REDUCE and engine.rank != root:
+    nothing = col in (Collective.REDUCE, Collective.GATHER) and engine.rank != root
+    if nothing or col is Collective.BARRIER:
         return None
     got = np.asarray(inp if out is None else out)
     if not np.array_equal(got, want):
@@ -210,10 +235,6 @@ def _tensor(a: np.ndarray) -> Any:
     import torch
 
     return torch.from_numpy(np.ascontiguousarray(a))
-
-
-def _empty_like(x: Any, n: int) -> Any:
-    return np.empty(n, dtype=x.dtype) if isinstance(x, np.ndarray) else x.new_empty(n)
 
 
 def run_groups(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:

@@ -20,10 +20,12 @@ def load():
 def test_an_algorithm_runs_where_the_collective_has_it_else_auto(capsys):
     bench = load()
     assert bench.algorithms_per_collective("Ring") == {"all-reduce": "ring",
-                                                       "reduce-scatter": "ring"}  # fmt: skip
+                                                       "reduce-scatter": "ring",
+                                                       "all-to-all": "auto"}  # fmt: skip
     got = bench.algorithms_per_collective("rabenseifner")
-    assert got == {"all-reduce": "rabenseifner", "reduce-scatter": "auto"}
+    assert got == {"all-reduce": "rabenseifner", "reduce-scatter": "auto", "all-to-all": "auto"}
     assert "reduce-scatter has no rabenseifner algorithm: it runs auto" in capsys.readouterr().err
+    assert bench.algorithms_per_collective("bruck", ("all-to-all",)) == {"all-to-all": "bruck"}
 
 
 def test_an_unknown_algorithm_exits_2_before_starting_anything(capsys):
@@ -52,6 +54,10 @@ def test_runs_combine_into_medians_over_runs_with_each_run_kept():
     assert (row["ringtree_s"], row["native_s"], row["ratio"], row["wrong"]) == (2.0, 5.0, 0.5, 1)
     assert row["ratio_runs"] == [0.6, 0.4, 0.5] and row["algorithm"] == "ring"
     assert bench.bar(row) == ">= 1.8x faster ok"  # 1 / 0.5 = 2x
+    a2a = {**row, "collective": "all-to-all"}
+    assert bench.bar({**a2a, "ratio": 1.19}) == "<= 1.20 ok"
+    assert bench.bar({**a2a, "ratio": 1.3}) == "<= 1.20 MISS"
+    assert bench.bar({**a2a, "ratio": 1.3, "size_bytes": 1 << 18}) == "<= 1.50 ok"
 
 
 @pytest.mark.parametrize("flag", ["--runs", "--iters"])

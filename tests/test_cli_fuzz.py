@@ -193,7 +193,7 @@ CASES: list[tuple[int, list[str]]] = [
     (REFUSED, ["run", "-n", "2", "broadcast", "--root", "2"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--op", "xor"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--dtype", "complex64"]),
-    (REFUSED, ["run", "-n", "2", "all-to-all"]),
+    (REFUSED, ["run", "-n", "2", "sendrecv"]),  # not a collective (all-to-all now is)
     # bench, calibrate, validate: refused before a process starts
     (REFUSED, ["bench", "-n", "100000"]),
     (REFUSED, ["bench", "-n", OVER_CORES]),
@@ -214,7 +214,7 @@ CASES: list[tuple[int, list[str]]] = [
     (REFUSED, ["bench", "-n", "2", "--from", "/nonexistent.json"]),
     (REFUSED, ["bench", "-n", "2", "--from", "{tmp}/binary.json"]),
     (REFUSED, ["bench", "-n", "2", "--from", "{tmp}/empty.json"]),
-    (REFUSED, ["bench", "-n", "2", "-c", "all-to-all"]),
+    (REFUSED, ["bench", "-n", "2", "-c", "sendrecv"]),
     (REFUSED, ["bench", "-n", "2", "-a", "warp"]),
     (REFUSED, ["calibrate", "-n", "2", "-o", "/nonexistent/x.toml"]),
     (REFUSED, ["calibrate", "-n", "2", "-o", "x.json"]),

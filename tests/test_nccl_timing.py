@@ -82,7 +82,7 @@ def test_predict_takes_any_spelling_and_refuses_nonsense():
     assert predict("allreduce", 4096, c).collective is AR
     assert predict("ALL_GATHER", 4096, c).collective is AG
     with pytest.raises(RingtreeError):
-        predict("all-to-all", 4096, c)
+        predict("all-to-some", 4096, c)  # (all-to-all is a collective now, not in this model)
     with pytest.raises(RingtreeError):
         predict(AR, 4096, c, 0)
     with pytest.raises(RingtreeError, match="NCCL_ALGO"):

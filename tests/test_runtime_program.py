@@ -219,7 +219,7 @@ IN_PLACE = (Collective.ALL_REDUCE, Collective.BROADCAST, Collective.REDUCE)
        st.sampled_from([0, None, math.inf]))  # fmt: skip
 def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, slice_bytes,
                                                                      in_place_from):  # fmt: skip
-    from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, STEP_DONE, WAIT
+    from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, STEP_DONE, WAIT
 
     for s in every_schedule(n):
         for rank in range(n):
@@ -236,6 +236,9 @@ def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, 
                     at[code][ins[1]] = k
                 elif ins[0] in (REDUCE, COPY):
                     applied.append((ins[1], k))
+                elif ins[0] == LOCAL:  # a kept region no message writes, copied once
+                    assert ins[1:] in [(*d, *s_) for s_, d in prog.untouched]
+                    assert not any(t[0] == WAIT for t in prog.tape[:k])  # before any wait
                 else:
                     assert ins[0] == STEP_DONE
                     steps_done.append(ins[1])

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from conftest import make_inputs
 from ringtree.algorithms import algorithms_for, get_algorithm
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import Collective, ReduceOp
 from ringtree.events import Recorder
+from ringtree.procs.native import call_buffers, engine_count
 from ringtree.runtime import LocalTransport, api, calls, run_ranks
 from ringtree.schedule import Action
 
@@ -33,12 +34,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
 
     def body(t):
         g = Grouped(t.world, t.rank) if grouped else t
-        x, out = inputs[t.rank].copy(), None
-        b = block_bounds(count, n)
-        if col is Collective.REDUCE_SCATTER:
-            out = np.empty(b[t.rank + 1] - b[t.rank], dtype=np.float32)
-        elif col is Collective.ALL_GATHER:
-            out = np.empty(count, dtype=np.float32)
+        x, out = call_buffers(col, inputs[t.rank].copy(), count, n, t.rank, n - 1)
         rec = Recorder(rank=t.rank)
         api.collective(col, x, out, "sum", n - 1, g, algorithm=alg, timeout=10, check=False,
                        ranks_per_node=rpn_for(col, alg, n), slice_bytes=slice_bytes,
@@ -54,6 +50,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
 )  # fmt: skip
 def test_events_are_the_schedules_transfers(pair, n, count, slice_bytes, grouped):
     col, alg = pair
+    count = engine_count(col, count, n)
     got = traced_call(col, alg, n, count, slice_bytes, grouped)
     s = calls.schedule(col, alg, n, n - 1, None, rpn_for(col, alg, n))
     sizes = s.chunk_sizes(count)

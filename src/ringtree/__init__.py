@@ -2,7 +2,8 @@
 
 The core (schedules, algorithms, simulator, cost model) needs only numpy; the engine
 (``ringtree.runtime``) imports torch.distributed or mpi4py only when used. The collectives
-``all_reduce``, ``reduce_scatter``, ``all_gather``, ``broadcast`` and ``reduce`` (in
+``all_reduce``, ``reduce_scatter``, ``all_gather``, ``broadcast``, ``reduce``,
+``all_to_all_single``, ``all_to_all``, ``gather``, ``scatter`` and ``barrier`` (in
 torch.distributed's shape) are loaded on first use.
 """
 
@@ -13,8 +14,8 @@ from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule, Step, Transfer
 
 _ENGINE = {
-    "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "Work",
-    "transport_for",
+    "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all_single",
+    "all_to_all", "gather", "scatter", "barrier", "Work", "transport_for",
 }  # fmt: skip
 _RECORDS = {"Recorder", "CallRecord", "TraceEvent"}
 _ERRORS = {"PeerError", "MismatchError"}
@@ -35,9 +36,14 @@ __all__ = [
     "Work",
     "all_gather",
     "all_reduce",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
     "broadcast",
+    "gather",
     "reduce",
     "reduce_scatter",
+    "scatter",
     "transport_for",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The five collectives, their reduce operations, and a numpy reference for each.
+"""The collectives, their reduce operations, and a numpy reference for each.
 
 Per-rank contract (N ranks, rank r holds ``inputs[r]``; S = element count of the full buffer;
 blocks are ``np.array_split(range(S), N)``, so block r has ``S // N`` or ``S // N + 1`` elements):
@@ -11,14 +11,29 @@ reduce          rank r holds x_r (size S)               root holds op(x_0..x_{N-
 all-reduce      rank r holds x_r (size S)               every rank holds op(x_0..x_{N-1})
 reduce-scatter  rank r holds x_r (size S)               rank r holds block r of op(x_0..x_{N-1})
 all-gather      rank r holds x_r (size of block r)      every rank holds concat(x_0..x_{N-1})
+all-to-all      rank s holds x_s: N blocks, block d     rank d holds concat over s of block d of
+                for rank d (sizes: :class:`Splits`)     x_s (block s from rank s)
+gather          rank r holds x_r (size of block r)      root holds concat(x_0..x_{N-1}); others:
+                                                        unspecified
+scatter         root holds x (size S; others: nothing)  rank r holds block r of x
+barrier         nothing                                 nothing; no rank leaves before every rank
+                                                        has entered
 ==============  ======================================  =========================================
 
 Example, N=2, SUM: all-reduce([1, 2], [10, 20]) -> both [11, 22];
-reduce-scatter -> rank 0 [11], rank 1 [22]; all-gather([1], [2]) -> both [1, 2].
+reduce-scatter -> rank 0 [11], rank 1 [22]; all-gather([1], [2]) -> both [1, 2];
+all-to-all([1, 2], [10, 20]) -> rank 0 [1, 10], rank 1 [2, 20] (the blocks transposed);
+gather([1], [2]) to root 0 -> rank 0 [1, 2]; scatter([1, 2]) from root 0 -> [1] and [2].
+
+All-to-all's blocks need not be equal: ``Splits.rows[s][d]`` elements go from rank s to rank
+d (torch's ``input_split_sizes`` of rank s are row s, its ``output_split_sizes`` column s).
+Without splits every rank cuts its own input like np.array_split.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
@@ -27,13 +42,17 @@ from ringtree.errors import RingtreeError
 
 
 class Collective(str, Enum):
-    """One of the five collectives; the value is its canonical hyphenated name."""
+    """One of the collectives; the value is its canonical hyphenated name."""
 
     BROADCAST = "broadcast"
     REDUCE = "reduce"
     ALL_REDUCE = "all-reduce"
     REDUCE_SCATTER = "reduce-scatter"
     ALL_GATHER = "all-gather"
+    ALL_TO_ALL = "all-to-all"
+    GATHER = "gather"
+    SCATTER = "scatter"
+    BARRIER = "barrier"
 
     @classmethod
     def parse(cls, name: str | Collective) -> Collective:
@@ -49,13 +68,16 @@ class Collective(str, Enum):
 
     @property
     def has_root(self) -> bool:
-        """Broadcast and reduce have a root rank; the others are symmetric."""
-        return self in (Collective.BROADCAST, Collective.REDUCE)
+        """Broadcast, reduce, gather and scatter have a root rank; the others are symmetric."""
+        return self in _ROOTED
 
     @property
     def reduces(self) -> bool:
         """Whether the collective combines data with a reduce operation."""
         return self in (Collective.REDUCE, Collective.ALL_REDUCE, Collective.REDUCE_SCATTER)
+
+
+_ROOTED = (Collective.BROADCAST, Collective.REDUCE, Collective.GATHER, Collective.SCATTER)
 
 
 class ReduceOp(str, Enum):
@@ -133,6 +155,79 @@ def block_bounds(count: int, n_blocks: int) -> list[int]:
     return bounds
 
 
+def block_sizes(count: int, n_blocks: int) -> list[int]:
+    """Sizes of ``np.array_split(range(count), n_blocks)``'s blocks."""
+    base, extra = divmod(count, n_blocks)
+    return [base + (1 if b < extra else 0) for b in range(n_blocks)]
+
+
+@dataclass(frozen=True)
+class Splits:
+    """The block sizes of an all-to-all: ``rows[s][d]`` elements go from rank s to rank d.
+
+    Rank s's input is row s (its blocks for d = 0..N-1, side by side), rank d's output is
+    column d (the blocks from s = 0..N-1). Example, N=2: ``Splits(((1, 3), (2, 0)))``: rank 0
+    sends 1 element to itself and 3 to rank 1; rank 1 sends 2 to rank 0 and none to itself;
+    rank 0 ends with 1 + 2 elements, rank 1 with 3 + 0.
+    """
+
+    rows: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.rows)
+        if n < 1 or any(len(row) != n for row in self.rows):
+            raise RingtreeError(
+                f"all-to-all splits must be N rows of N sizes, got rows of "
+                f"{[len(row) for row in self.rows]} for N={n}"
+            )
+        bad = [v for row in self.rows for v in row if not isinstance(v, int | np.integer) or v < 0]
+        if bad:
+            raise RingtreeError(
+                f"all-to-all split sizes must be whole numbers >= 0, got {bad[0]!r}"
+            )
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[int]]) -> Splits:
+        """Splits from any nested sequence of sizes (RingtreeError unless N x N, >= 0)."""
+        return cls(tuple(tuple(int(v) for v in row) for row in rows))
+
+    @classmethod
+    def even(cls, count: int, n_ranks: int) -> Splits:
+        """Every rank sends ``count`` elements, cut like np.array_split: block d is
+        ``count // N`` elements, one more for the first ``count % N``."""
+        row = tuple(block_sizes(count, n_ranks))
+        return cls((row,) * n_ranks)
+
+    @classmethod
+    def seen_by(cls, rank: int, sent: Sequence[int], received: Sequence[int]) -> Splits:
+        """What ``rank`` knows of a call: its row (``sent``) and its column (``received``);
+        every other pair's size is taken as 0. Enough for algorithms that send every block
+        straight to its destination (a rank moves only its own blocks)."""
+        n = len(sent)
+        rows = [[0] * n for _ in range(n)]
+        rows[rank] = [int(v) for v in sent]
+        for s, v in enumerate(received):
+            rows[s][rank] = int(v)
+        return cls.of(rows)
+
+    @property
+    def n_ranks(self) -> int:
+        """N."""
+        return len(self.rows)
+
+    def sent(self, rank: int) -> tuple[int, ...]:
+        """Row ``rank``: what it sends each rank (its input's blocks)."""
+        return self.rows[rank]
+
+    def received(self, rank: int) -> tuple[int, ...]:
+        """Column ``rank``: what it receives from each rank (its output's blocks)."""
+        return tuple(row[rank] for row in self.rows)
+
+    def flat(self) -> list[int]:
+        """Every block's size, row by row (block (s, d) at index s N + d)."""
+        return [v for row in self.rows for v in row]
+
+
 def reduce_all(inputs: list[np.ndarray], op: ReduceOp) -> np.ndarray:
     """op over all ranks' arrays, in rank order: the reference reduction."""
     acc = np.array(inputs[0], copy=True)
@@ -146,10 +241,13 @@ def reference(
     inputs: list[np.ndarray],
     op: ReduceOp = ReduceOp.SUM,
     root: int = 0,
+    splits: Splits | None = None,
 ) -> list[np.ndarray | None]:
     """What every rank holds after ``collective`` (None where the result is unspecified).
 
-    ``inputs[r]`` is rank r's input as in the module table (for all-gather, block r only).
+    ``inputs[r]`` is rank r's input as in the module table (for all-gather and gather, block r
+    only; for scatter, only the root's counts; for barrier, nothing is read). ``splits``: the
+    all-to-all's block sizes (default: every rank's input cut like np.array_split).
     """
     n = len(inputs)
     if collective is Collective.BROADCAST:
@@ -157,6 +255,24 @@ def reference(
     if collective is Collective.ALL_GATHER:
         full = np.concatenate(inputs)
         return [full.copy() for _ in range(n)]
+    if collective is Collective.GATHER:
+        return [np.concatenate(inputs) if r == root else None for r in range(n)]
+    if collective is Collective.SCATTER:
+        b = block_bounds(inputs[root].size, n)
+        return [np.array(inputs[root][b[r] : b[r + 1]], copy=True) for r in range(n)]
+    if collective is Collective.BARRIER:
+        return [np.empty(0, dtype=x.dtype) for x in inputs]
+    if collective is Collective.ALL_TO_ALL:
+        sp = splits or Splits.of([block_sizes(x.size, n) for x in inputs])
+        parts = []
+        for s, x in enumerate(inputs):
+            cut = np.cumsum([0, *sp.sent(s)])
+            if cut[-1] != x.size:
+                raise ValueError(
+                    f"all-to-all: rank {s} holds {x.size} elements, splits say {cut[-1]}"
+                )
+            parts.append([x[cut[d] : cut[d + 1]] for d in range(n)])
+        return [np.concatenate([parts[s][d] for s in range(n)]) for d in range(n)]
     reduced = reduce_all(inputs, op)
     if collective is Collective.REDUCE:
         return [reduced if r == root else None for r in range(n)]

@@ -7,8 +7,21 @@ step's messages are in flight together.
 
 Chunk layout: the buffer of ``count`` elements is split into ``n_blocks`` blocks
 (``collectives.block_bounds``), and each block into ``n_chunks // n_blocks`` chunks the same
-way. Collectives whose result is per block (reduce-scatter, all-gather) use ``n_blocks = N`` so
-that chunk boundaries never straddle rank r's block.
+way. Collectives whose input or result is per block (reduce-scatter, all-gather, gather,
+scatter) use ``n_blocks = N`` so that chunk boundaries never straddle rank r's block.
+
+All-to-all moves N x N distinct blocks: block (s, d) = s N + d goes from rank s to rank d, so
+its layout has ``n_blocks = N * N``, laid out row by row, and its payload is either a count
+(every rank sends ``count`` elements, cut like np.array_split: block (s, d) has the size of
+block d of ``count``) or a :class:`~ringtree.collectives.Splits` (block (s, d) has
+``rows[s][d]`` elements). Every method below that takes a ``count`` takes such a Splits too.
+
+Where chunks live: one index space (the layout above) serves every rank, and each rank's
+buffers hold some of its chunks, side by side in layout order -- :meth:`Schedule.input_chunks`
+(what a rank brings) and :meth:`Schedule.output_chunks` (what it must end with). Most
+collectives use the whole layout on every rank; all-gather and gather bring block r,
+reduce-scatter and scatter end with it; an all-to-all rank brings row r (blocks (r, d)) and
+ends with column r (blocks (s, r)), which is why its output is not one range of the layout.
 
 A Schedule does not know the element count: bytes are counted for a given count and item size,
 so one schedule serves every payload.
@@ -21,8 +34,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
-from ringtree.collectives import Collective, block_bounds
+from ringtree.collectives import Collective, Splits, block_bounds, block_sizes
 from ringtree.errors import RingtreeError
+
+#: A payload: an element count (the fixed layout rule) or, for all-to-all, its Splits.
+Size = int | Splits
 
 
 class ScheduleError(RingtreeError):
@@ -104,18 +120,31 @@ class Schedule:
         """Number of steps: the latency term counts one alpha per step."""
         return len(self.steps)
 
-    def chunk_bounds(self, count: int) -> list[int]:
-        """Element offsets of the ``n_chunks`` chunks for a buffer of ``count`` elements."""
+    def block_sizes(self, count: Size) -> list[int]:
+        """Elements in each block for a payload of ``count`` (module doc)."""
+        if isinstance(count, Splits):
+            if self.collective is not Collective.ALL_TO_ALL or count.n_ranks != self.n_ranks:
+                raise ScheduleError(
+                    f"splits of {count.n_ranks} ranks given to a {self.collective.value} "
+                    f"schedule on {self.n_ranks}: only all-to-all takes splits, N x N"
+                )
+            return count.flat()
+        if self.collective is Collective.ALL_TO_ALL:
+            return block_sizes(count, self.n_ranks) * self.n_ranks
+        return block_sizes(count, self.n_blocks)
+
+    def chunk_bounds(self, count: Size) -> list[int]:
+        """Element offsets of the ``n_chunks`` chunks in the layout of ``count``."""
         per_block = self.n_chunks // self.n_blocks
-        outer = block_bounds(count, self.n_blocks)
         bounds = [0]
-        for b in range(self.n_blocks):
-            inner = block_bounds(outer[b + 1] - outer[b], per_block)
-            bounds.extend(outer[b] + off for off in inner[1:])
+        for size in self.block_sizes(count):
+            start = bounds[-1]
+            inner = block_bounds(size, per_block)
+            bounds.extend(start + off for off in inner[1:])
         return bounds
 
-    def chunk_sizes(self, count: int) -> list[int]:
-        """Elements in each chunk for a buffer of ``count`` elements."""
+    def chunk_sizes(self, count: Size) -> list[int]:
+        """Elements in each chunk for a payload of ``count``."""
         b = self.chunk_bounds(count)
         return [b[c + 1] - b[c] for c in range(self.n_chunks)]
 
@@ -123,6 +152,32 @@ class Schedule:
         """The chunks that make up block ``block`` (rank ``block``'s share for RS/AG)."""
         per_block = self.n_chunks // self.n_blocks
         return range(block * per_block, (block + 1) * per_block)
+
+    def input_chunks(self, rank: int) -> list[int]:
+        """The chunks ``rank`` brings, in the order its input buffer holds them: its block
+        (all-gather, gather), its row (all-to-all), everything at the root and nothing
+        elsewhere (broadcast, scatter), else the whole layout (the barrier: its token)."""
+        c, n = self.collective, self.n_ranks
+        if c in (Collective.ALL_GATHER, Collective.GATHER):
+            return list(self.block_chunks(rank))
+        if c is Collective.ALL_TO_ALL:
+            return [k for d in range(n) for k in self.block_chunks(rank * n + d)]
+        if c in (Collective.BROADCAST, Collective.SCATTER) and rank != self.root:
+            return []
+        return list(range(self.n_chunks))
+
+    def output_chunks(self, rank: int) -> list[int]:
+        """The chunks ``rank`` must hold at the end, in the order its output holds them: its
+        block (reduce-scatter, scatter), its column (all-to-all), everything at the root and
+        nothing elsewhere (reduce, gather), else the whole layout (the barrier: its token)."""
+        c, n = self.collective, self.n_ranks
+        if c in (Collective.REDUCE_SCATTER, Collective.SCATTER):
+            return list(self.block_chunks(rank))
+        if c is Collective.ALL_TO_ALL:
+            return [k for s in range(n) for k in self.block_chunks(s * n + rank)]
+        if c in (Collective.REDUCE, Collective.GATHER) and rank != self.root:
+            return []
+        return list(range(self.n_chunks))
 
     # -- counting ------------------------------------------------------------------------
     @cached_property
@@ -136,17 +191,17 @@ class Schedule:
                 recv[t.dst].append(t.chunk)
         return tuple(map(tuple, sent)), tuple(map(tuple, recv))
 
-    def bytes_sent(self, rank: int, count: int, itemsize: int) -> int:
+    def bytes_sent(self, rank: int, count: Size, itemsize: int) -> int:
         """Bytes that ``rank`` sends over the whole schedule, for ``count`` elements."""
         sizes = self.chunk_sizes(count)
         return sum(sizes[c] for c in self._sends[0][rank]) * itemsize
 
-    def bytes_received(self, rank: int, count: int, itemsize: int) -> int:
+    def bytes_received(self, rank: int, count: Size, itemsize: int) -> int:
         """Bytes that ``rank`` receives over the whole schedule, for ``count`` elements."""
         sizes = self.chunk_sizes(count)
         return sum(sizes[c] for c in self._sends[1][rank]) * itemsize
 
-    def step_bytes(self, count: int, itemsize: int) -> list[int]:
+    def step_bytes(self, count: Size, itemsize: int) -> list[int]:
         """Per step, the most bytes any rank sends or receives in it (the step's bandwidth
         term on full-duplex links: a step lasts alpha + step_bytes / bandwidth)."""
         sizes = self.chunk_sizes(count)
@@ -186,6 +241,14 @@ def _validate(s: Schedule) -> None:
         )
     if s.collective.has_root and (s.root is None or not 0 <= s.root < s.n_ranks):
         raise ScheduleError(f"root {s.root} is not a rank of 0..{s.n_ranks - 1}")
+    blocks = {Collective.ALL_TO_ALL: s.n_ranks**2, Collective.REDUCE_SCATTER: s.n_ranks,
+              Collective.ALL_GATHER: s.n_ranks, Collective.GATHER: s.n_ranks,
+              Collective.SCATTER: s.n_ranks}.get(s.collective)  # fmt: skip
+    if blocks is not None and s.n_blocks != blocks:
+        raise ScheduleError(
+            f"a {s.collective.value} schedule on {s.n_ranks} ranks has {blocks} blocks, "
+            f"not {s.n_blocks}"
+        )
     for i, step in enumerate(s.steps):
         written: set[tuple[int, int]] = set()
         for t in step.transfers:

@@ -1,30 +1,37 @@
 """Run a Schedule in one process: symbolically (who has contributed to each chunk) and on
 numpy arrays. The numeric simulator is the reference every other interpreter is tested against.
+
+Both read where a rank's data starts and where its result must be from the schedule's layout
+(``Schedule.input_chunks``, ``Schedule.output_chunks``), so one interpreter serves every
+collective. The barrier carries no data: what it promises is
+knowledge -- every rank has heard, through some chain of messages, from every other before it
+leaves -- so it is checked on its one chunk as a set of ranks heard from, merged by every
+message whatever its action.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ringtree.collectives import Collective, ReduceOp, block_bounds
-from ringtree.schedule import Action, Schedule, ScheduleError
+from ringtree.collectives import Collective, ReduceOp, Splits, block_sizes
+from ringtree.schedule import Action, Schedule, ScheduleError, Size
 
 # A rank's knowledge of one chunk: a bit mask of the ranks whose input it contains.
 Holdings = list[list[int]]
 
 
 def initial_holdings(s: Schedule) -> Holdings:
-    """Per rank and chunk, the contributor mask before the first step."""
+    """Per rank and chunk, the contributor mask before the first step: for a reduction, every
+    rank's own input (1 << r); for the collectives that move data, the chunks a rank brings,
+    complete; for the barrier, each rank has heard from itself."""
     n, full = s.n_ranks, (1 << s.n_ranks) - 1
-    if s.collective is Collective.BROADCAST:
-        return [[full if r == s.root else 0] * s.n_chunks for r in range(n)]
-    if s.collective is Collective.ALL_GATHER:
-        held = [[0] * s.n_chunks for _ in range(n)]
-        for r in range(n):
-            for c in s.block_chunks(r):
-                held[r][c] = full
-        return held
-    return [[1 << r] * s.n_chunks for r in range(n)]
+    if s.collective.reduces or s.collective is Collective.BARRIER:
+        return [[1 << r] * s.n_chunks for r in range(n)]
+    held = [[0] * s.n_chunks for _ in range(n)]
+    for r in range(n):
+        for c in s.input_chunks(r):
+            held[r][c] = full
+    return held
 
 
 def track(s: Schedule) -> list[Holdings]:
@@ -34,6 +41,7 @@ def track(s: Schedule) -> list[Holdings]:
     forwards a chunk it holds nothing of.
     """
     held = initial_holdings(s)
+    merge = s.collective is Collective.BARRIER  # knowledge: hearing twice is harmless
     history = []
     for i, step in enumerate(s.steps):
         sent = [(t, held[t.src][t.chunk]) for t in step.transfers]
@@ -42,7 +50,9 @@ def track(s: Schedule) -> list[Holdings]:
                 raise ScheduleError(
                     f"step {i + 1}: rank {t.src} sends chunk {t.chunk} before it holds any of it"
                 )
-            if t.action is Action.COPY:
+            if merge:
+                held[t.dst][t.chunk] |= mask
+            elif t.action is Action.COPY:
                 held[t.dst][t.chunk] = mask
             else:
                 if held[t.dst][t.chunk] & mask:
@@ -61,49 +71,67 @@ def complete_chunks(s: Schedule, held: Holdings) -> list[list[int]]:
 
 
 def verify(s: Schedule) -> None:
-    """Raise ScheduleError unless, at the end, every rank holds what the collective promises."""
+    """Raise ScheduleError unless, at the end, every rank holds what the collective promises
+    (its output chunks complete; for the barrier, word from every rank)."""
     held = track(s)[-1] if s.steps else initial_holdings(s)
     full = (1 << s.n_ranks) - 1
     c = s.collective
     for r in range(s.n_ranks):
-        if c is Collective.REDUCE and r != s.root:
-            continue
-        wanted = s.block_chunks(r) if c is Collective.REDUCE_SCATTER else range(s.n_chunks)
-        missing = [k for k in wanted if held[r][k] != full]
+        missing = [k for k in s.output_chunks(r) if held[r][k] != full]
         if missing:
             raise ScheduleError(
                 f"{s.algorithm} {c.value}: rank {r} ends without complete chunks {missing[:8]}"
             )
 
 
+def layout_size(s: Schedule, inputs: list[np.ndarray], splits: Splits | None = None) -> Size:
+    """The payload that ``inputs`` (shaped as for :func:`ringtree.collectives.reference`) lay
+    out: the buffer's element count, or the all-to-all's Splits (``splits``, else every rank's
+    input cut like np.array_split)."""
+    n, col = s.n_ranks, s.collective
+    if col is Collective.ALL_TO_ALL:
+        return splits or Splits.of([block_sizes(int(x.size), n) for x in inputs])
+    if col in (Collective.ALL_GATHER, Collective.GATHER):
+        return sum(int(x.size) for x in inputs)
+    if col is Collective.SCATTER:
+        return int(inputs[s.root or 0].size)
+    return 0 if col is Collective.BARRIER else int(inputs[0].size)
+
+
 def simulate(
-    s: Schedule, inputs: list[np.ndarray], op: ReduceOp = ReduceOp.SUM
+    s: Schedule,
+    inputs: list[np.ndarray],
+    op: ReduceOp = ReduceOp.SUM,
+    splits: Splits | None = None,
 ) -> list[np.ndarray | None]:
     """Run ``s`` on per-rank numpy arrays; returns what each rank holds after the collective,
     in the shape of :func:`ringtree.collectives.reference` (None where unspecified).
 
-    Inputs are not modified. Cost: one copy of every transferred chunk.
+    Every rank gets a buffer of the whole layout; a rank's input fills the chunks it brings
+    and its result is the chunks it must end with, side by side. ``splits``: an all-to-all's
+    block sizes (default: each input cut like np.array_split). Inputs are not modified.
+    Cost: one copy of every transferred chunk.
     """
     n, col = s.n_ranks, s.collective
     if len(inputs) != n:
         raise ValueError(f"{len(inputs)} inputs for {n} ranks")
-    if col is Collective.ALL_GATHER:
-        count = sum(int(x.size) for x in inputs)
-        expect = block_bounds(count, n)
-        buffers = []
-        for r in range(n):
-            if inputs[r].size != expect[r + 1] - expect[r]:
-                raise ValueError(
-                    f"all-gather: rank {r} holds {inputs[r].size} elements, block {r} of "
-                    f"{count} has {expect[r + 1] - expect[r]}"
-                )
-            buf = np.zeros(count, dtype=inputs[r].dtype)
-            buf[expect[r] : expect[r + 1]] = inputs[r]
-            buffers.append(buf)
-    else:
-        buffers = [np.array(x, copy=True).reshape(-1) for x in inputs]
-        count = buffers[0].size
-    bounds = s.chunk_bounds(count)
+    bounds = s.chunk_bounds(layout_size(s, inputs, splits))
+    buffers = []
+    for r in range(n):
+        x = np.asarray(inputs[r]).reshape(-1)
+        if col is Collective.BARRIER:  # nothing is read: its token is empty
+            x = x[:0]
+        buf = np.zeros(bounds[-1], dtype=x.dtype)
+        mine = s.input_chunks(r)
+        want = sum(bounds[c + 1] - bounds[c] for c in mine)
+        if x.size != want and mine:
+            raise ValueError(f"{col.value}: rank {r} holds {x.size} elements, its input has {want}")
+        at = 0
+        for c in mine:
+            size = bounds[c + 1] - bounds[c]
+            buf[bounds[c] : bounds[c + 1]] = x[at : at + size]
+            at += size
+        buffers.append(buf)
     for step in s.steps:
         payloads = [
             buffers[t.src][bounds[t.chunk] : bounds[t.chunk + 1]].copy() for t in step.transfers
@@ -114,13 +142,12 @@ def simulate(
                 view[...] = data
             else:
                 op.apply(view, data)
-    if col is Collective.BROADCAST:
-        return buffers
-    if col is Collective.ALL_GATHER:
-        return buffers
-    if col is Collective.REDUCE:
-        return [op.finish(buffers[r], n) if r == s.root else None for r in range(n)]
-    if col is Collective.ALL_REDUCE:
-        return [op.finish(b, n) for b in buffers]
-    outer = block_bounds(count, n)
-    return [op.finish(buffers[r][outer[r] : outer[r + 1]], n) for r in range(n)]
+    out: list[np.ndarray | None] = []
+    for r in range(n):
+        if col in (Collective.REDUCE, Collective.GATHER) and r != s.root:
+            out.append(None)
+            continue
+        parts = [buffers[r][bounds[c] : bounds[c + 1]] for c in s.output_chunks(r)]
+        result = np.concatenate(parts) if parts else buffers[r][:0].copy()
+        out.append(op.finish(result, n) if col.reduces else result)
+    return out

@@ -1,4 +1,8 @@
-"""Hierarchical all-reduce on N = M nodes x g ranks per node (rank = node * g + local).
+"""Hierarchical algorithms on N = M nodes x g ranks per node (rank = node * g + local): the
+all-reduce, reduce-scatter and all-gather in two levels of rings, and the all-to-all
+aggregated within a node before crossing it (:func:`hierarchical_all_to_all`).
+
+The all-reduce:
 
 1. intra-node reduce-scatter: a ring inside every node (all nodes at once), g-1 steps; local
    rank l ends with block l (of g) reduced over its node;
@@ -160,6 +164,44 @@ def hierarchical_all_gather(n_ranks: int, ranks_per_node: int | None) -> Schedul
     )  # fmt: skip
 
 
+def hierarchical_all_to_all(n_ranks: int, ranks_per_node: int | None) -> Schedule:
+    """All-to-all aggregated within each node before crossing it (NCCL's PXN), on M nodes x g.
+
+    Block (s, d) for d = (y, l') (node y, local l') takes two hops: first, inside s's node, to
+    the rank with d's local index, (x, l'); then, between nodes, from there to d -- so every
+    message between nodes travels between ranks of the same local index (the same NIC rail)
+    and carries g blocks at once. 1. intra (g-1 steps): at step k, (x, l) sends (x, l+k mod g)
+    its M blocks for the ranks of local index l+k (one per node; the one for its own node is
+    final). 2. inter (M-1 steps): at step k, (x, l) sends (x+k mod M, l) the g blocks of its
+    node's ranks for that rank.
+
+    Cost (S: one rank's input, blocks S/N): intra (g-1) alpha_intra + (g-1)/g S beta_intra;
+    inter (M-1) alpha_inter + (M-1)/M S beta_inter: the bytes that cross nodes are about
+    those of the flat pairwise exchange, in M-1 messages of g blocks instead of N-g of one --
+    the latency term NCCL's PXN saves on networks, at the price of an intra-node hop.
+    (NVIDIA, NCCL 2.12 release notes and "Doubling all2all performance with NVIDIA
+    Collective Communication Library 2.12", 2022: PXN.)
+    """
+    g = ranks_per_node or 0
+    m = check_shape(n_ranks, ranks_per_node)
+    n = n_ranks
+    rows: Rows = []
+    for k in range(1, g):
+        rows.append(([Transfer(x * g + loc, x * g + (loc + k) % g,
+                               (x * g + loc) * n + y * g + (loc + k) % g)
+                      for x in range(m) for loc in range(g) for y in range(m)],
+                     "intra all-to-all"))  # fmt: skip
+    for k in range(1, m):
+        rows.append(([Transfer(x * g + loc, (x + k) % m * g + loc,
+                               (x * g + other) * n + (x + k) % m * g + loc)
+                      for x in range(m) for loc in range(g) for other in range(g)],
+                     "inter all-to-all"))  # fmt: skip
+    return Schedule(
+        Collective.ALL_TO_ALL, "hierarchical", n, n * n, make_steps(rows), n_blocks=n * n,
+        ranks_per_node=g,
+    )  # fmt: skip
+
+
 # -- registry entries (sources: the module docstring) --------------------------------------
 _NODES = "Thakur, Rabenseifner & Gropp 2005 (ring phases); NCCL's and Horovod's hierarchy"
 _C = Collective
@@ -173,4 +215,7 @@ register(
     Algorithm(_C.ALL_GATHER, "hierarchical",
               lambda n, s: hierarchical_all_gather(n, s.ranks_per_node), needs_nodes=True,
               source=_NODES),
+    Algorithm(_C.ALL_TO_ALL, "hierarchical",
+              lambda n, s: hierarchical_all_to_all(n, s.ranks_per_node), needs_nodes=True,
+              source="NCCL 2.12's PXN (NVIDIA 2022)"),
 )  # fmt: skip

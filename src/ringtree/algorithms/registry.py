@@ -128,6 +128,13 @@ def algorithms_for(collective: Collective) -> list[str]:
     return [name for (c, name) in _REGISTRY if c is collective]
 
 
+def default_algorithm(collective: Collective | str) -> str:
+    """The first algorithm registered for ``collective`` that runs without nodes (ring for
+    the five collectives that have one): what ``trace`` shows when none is named."""
+    col = Collective.parse(collective)
+    return next(a.name for a in _REGISTRY.values() if a.collective is col and not a.needs_nodes)
+
+
 def get_algorithm(collective: Collective | str, name: str) -> Algorithm:
     """The entry for ``name`` (any case, surrounding blanks ignored); RingtreeError listing the
     collective's algorithms when there is none."""

@@ -1,4 +1,5 @@
-"""Binomial trees: broadcast, reduce, and the tree all-reduce (reduce up, broadcast down).
+"""Binomial trees: broadcast, reduce, the tree all-reduce (reduce up, broadcast down), and
+gather and scatter.
 
 Ranks are numbered relative to the root, v = (rank - root) mod N, and L = ceil(log2 N).
 Level k of the tree joins v and v + 2^k for every v that is a multiple of 2^(k+1):
@@ -22,6 +23,14 @@ all-reduce     2L+C-1    root: L*S (down); others S up + S per    2L alpha + 2L 
                          child down
 =============  ========  ======================================  ===============================
 
+Gather moves whole subtrees up the same tree: at level k = 0..L-1 each v whose lowest set bit
+is 2^k sends the blocks of its subtree, v..v+2^k-1 (its own and what its children sent it),
+to v - 2^k in one message; scatter sends them down, levels L-1..0. L steps; the root receives
+(sends) N-1 blocks, 2^k of them in step k when N is a power of two, so L alpha + (N-1)/N S beta
+-- the linear algorithm's bytes in log2 N steps -- while a rank with 2^k children forwards
+their (2^k - 1) blocks. (Thakur, Rabenseifner & Gropp 2005, section 2: MPICH's gather and
+scatter.)
+
 For large C the root moves L chunks per step in each direction, so the pipelined all-reduce
 tends to (2L + C - 1) alpha + L S (1 + L/C) beta (C >> L): latency O(log N), but a bandwidth term
 L S that grows with N, unlike the ring's 2(N-1)/N S (the seed's "tree vs ring").
@@ -34,7 +43,7 @@ from __future__ import annotations
 from ringtree.algorithms.pipeline import Stream, pipelined_schedule
 from ringtree.algorithms.registry import DEFAULT_PIPELINE_CHUNKS, Algorithm, register
 from ringtree.collectives import Collective
-from ringtree.schedule import Action, Schedule
+from ringtree.schedule import Action, Schedule, Transfer, make_steps
 
 
 def ceil_log2(n: int) -> int:
@@ -102,6 +111,43 @@ def tree_all_reduce(n_ranks: int, *, n_chunks: int = 1) -> Schedule:
     return pipelined_schedule(Collective.ALL_REDUCE, "tree", n_ranks, streams, n_chunks)
 
 
+def _subtrees(n_ranks: int) -> list[list[tuple[int, int, list[int]]]]:
+    """Per level k: ``(v, v - 2^k, blocks of v's subtree)`` in relative ranks, for every v
+    whose lowest set bit is 2^k."""
+    out = []
+    for k in range(ceil_log2(n_ranks)):
+        w = 1 << k
+        out.append([(v, v - w, list(range(v, min(v + w, n_ranks))))
+                    for v in range(w, n_ranks, 2 * w)])  # fmt: skip
+    return out
+
+
+def tree_gather(n_ranks: int, *, root: int = 0) -> Schedule:
+    """Binomial gather to ``root``: level k, each v with lowest bit 2^k sends its subtree's
+    blocks (relative v..v+2^k-1) to v - 2^k. ceil(log2 N) steps."""
+    n = n_ranks
+
+    def a(v: int) -> int:
+        return (v + root) % n
+
+    rows = (([Transfer(a(v), a(p), a(b)) for v, p, blocks in level for b in blocks], "gather")
+            for level in _subtrees(n))  # fmt: skip
+    return Schedule(Collective.GATHER, "tree", n, n, make_steps(rows), root=root, n_blocks=n)
+
+
+def tree_scatter(n_ranks: int, *, root: int = 0) -> Schedule:
+    """Binomial scatter from ``root``: level k = L-1..0, v - 2^k sends v's subtree's blocks
+    to each v with lowest bit 2^k. ceil(log2 N) steps."""
+    n = n_ranks
+
+    def a(v: int) -> int:
+        return (v + root) % n
+
+    rows = (([Transfer(a(p), a(v), a(b)) for v, p, blocks in level for b in blocks], "scatter")
+            for level in reversed(_subtrees(n)))  # fmt: skip
+    return Schedule(Collective.SCATTER, "tree", n, n, make_steps(rows), root=root, n_blocks=n)
+
+
 # -- registry entries (sources: the module docstring) --------------------------------------
 _BINOMIAL = "Thakur, Rabenseifner & Gropp 2005 (binomial trees)"
 _C = Collective
@@ -112,4 +158,6 @@ register(
               default_chunks=1, source=_BINOMIAL),
     Algorithm(_C.ALL_REDUCE, "tree", lambda n, s: tree_all_reduce(n, n_chunks=s.chunks),
               default_chunks=DEFAULT_PIPELINE_CHUNKS, source=_BINOMIAL),
+    Algorithm(_C.GATHER, "tree", lambda n, s: tree_gather(n, root=s.root), source=_BINOMIAL),
+    Algorithm(_C.SCATTER, "tree", lambda n, s: tree_scatter(n, root=s.root), source=_BINOMIAL),
 )  # fmt: skip

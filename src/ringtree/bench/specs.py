@@ -8,14 +8,17 @@ Inputs are small integers (:func:`ringtree.procs.native.make_input`: ``(7i + 3r)
 either exactly right or wrong: ``#wrong`` counts the elements that differ.
 
 Sizes are whole buffers, as nccl-tests prints them: the all-reduce/broadcast/reduce buffer,
-the reduce-scatter *input* and the all-gather *output* (N blocks). Like nccl-tests, the
-reduce-scatter and all-gather element counts are rounded down to a multiple of N, so every
-block is the same size (the engines' own calls need that).
+the reduce-scatter *input*, the all-gather *output* (N blocks), one rank's all-to-all input
+(N blocks, one per rank), the gather's output and the scatter's input at the root (N
+blocks). Like nccl-tests, the element counts of the collectives with blocks are rounded down
+to a multiple of N, so every block is the same size (the engines' own calls need that). The
+barrier moves nothing: its size is 0 whatever is asked, its line a time.
 
-Bus bandwidth (nccl-tests' PERFORMANCE.md): ``busbw = algbw x factor``, the factor making a
-collective's figure comparable with the link's per-direction speed whatever N is --
-all-reduce 2(N-1)/N (each rank sends and receives 2(N-1)/N of the buffer in the ring),
-reduce-scatter and all-gather (N-1)/N, broadcast and reduce 1.
+Bus bandwidth (nccl-tests' PERFORMANCE.md, and its alltoall.cc, gather.cc, scatter.cc):
+``busbw = algbw x factor``, the factor making a collective's figure comparable with the
+link's per-direction speed whatever N is -- all-reduce 2(N-1)/N (each rank sends and receives
+2(N-1)/N of the buffer in the ring), reduce-scatter, all-gather, all-to-all, gather and
+scatter (N-1)/N, broadcast and reduce 1.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import Collective, ReduceOp, block_bounds, reference
 from ringtree.procs.native import make_input
 
 
@@ -53,7 +56,9 @@ class Spec:
 
     def count(self, size_bytes: int, itemsize: int, n_ranks: int) -> int:
         """Elements in a buffer of ``size_bytes`` (whole elements; a multiple of N when the
-        collective has equal blocks)."""
+        collective has equal blocks; none for the barrier)."""
+        if self.collective is Collective.BARRIER:
+            return 0
         count = size_bytes // itemsize
         return count - count % n_ranks if self.rounds_to_n else count
 
@@ -73,6 +78,10 @@ class Spec:
         """What ``rank`` must hold afterwards (its output; None: a reduce's non-root rank,
         whose buffer is only checked to be unchanged by ringtree)."""
         col = self.collective
+        if col in (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER,
+                   Collective.BARRIER):  # fmt: skip
+            inputs = [self.input_values(count, dtype, op, r, n_ranks) for r in range(n_ranks)]
+            return reference(col, inputs, op, root)[rank]
         if col is Collective.BROADCAST:
             return self.input_values(count, dtype, op, root, n_ranks)
         if col is Collective.ALL_GATHER:
@@ -168,6 +177,38 @@ def _mpi_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> Non
         e.comm.Reduce(x, None, op=_mpi_op(e, op), root=root)
 
 
+def _gloo_all_to_all(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.all_to_all_single(out, x)
+
+
+def _gloo_gather(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.gather(x, list(out.chunk(e.size)) if e.rank == root else None, dst=root)
+
+
+def _gloo_scatter(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.scatter(out, list(x.chunk(e.size)) if e.rank == root else None, src=root)
+
+
+def _gloo_barrier(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.dist.barrier()
+
+
+def _mpi_all_to_all(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:
+    e.comm.Alltoall(x, out)
+
+
+def _mpi_gather(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
+    e.comm.Gather(x, out if e.rank == root else None, root=root)
+
+
+def _mpi_scatter(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:
+    e.comm.Scatter(x if e.rank == root else None, out, root=root)
+
+
+def _mpi_barrier(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    e.comm.Barrier()
+
+
 def _ring_share(n: int) -> float:
     return (n - 1) / n
 
@@ -188,6 +229,10 @@ SPECS: dict[Collective, Spec] = {
         Spec(Collective.ALL_GATHER, _ring_share, True, _gloo_all_gather, _mpi_all_gather),
         Spec(Collective.BROADCAST, lambda n: 1.0, False, _gloo_broadcast, _mpi_broadcast),
         Spec(Collective.REDUCE, lambda n: 1.0, False, _gloo_reduce, _mpi_reduce),
+        Spec(Collective.ALL_TO_ALL, _ring_share, True, _gloo_all_to_all, _mpi_all_to_all),
+        Spec(Collective.GATHER, _ring_share, True, _gloo_gather, _mpi_gather),
+        Spec(Collective.SCATTER, _ring_share, True, _gloo_scatter, _mpi_scatter),
+        Spec(Collective.BARRIER, lambda n: 0.0, False, _gloo_barrier, _mpi_barrier),
     )
 }
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from ringtree.bench.specs import Spec, spec_for
 from ringtree.collectives import Collective, ReduceOp, block_bounds
-from ringtree.procs.native import NativeEngine
+from ringtree.procs.native import NativeEngine, call_buffers
 from ringtree.runtime import api
 
 NATIVE = "native"
@@ -72,14 +72,12 @@ def make_cell(engine: NativeEngine, cfg: dict[str, Any], cell: dict[str, Any]) -
     values = spec.input_values(count, dtype, op, rank, n)
     expected = spec.expected(count, dtype, op, int(cfg["root"]), rank, n)
     y: np.ndarray | None = None
-    if col is Collective.REDUCE_SCATTER:
-        x, y = values.copy(), np.empty(count // n, dtype=values.dtype)
-    elif col is Collective.ALL_GATHER:
+    if col is Collective.ALL_GATHER:
         y = np.empty(count, dtype=values.dtype)
         b = block_bounds(count, n)
         x = y[b[rank] : b[rank + 1]] if cfg.get("in_place") else values.copy()
     else:
-        x = values.copy()
+        x, y = call_buffers(col, values.copy(), count, n, rank, int(cfg["root"]))
     algs = [(str(a), None if c is None else int(c)) for a, c in cell["algorithms"]]
     return Cell(
         spec,

@@ -128,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
         raise RingtreeError(
             "on a --cluster the ranks are --nodes x --gpus-per-node: drop -n/--ranks"
         )
+    if args.collective not in tuner.NCCL_COLLECTIVES:
+        raise RingtreeError(
+            f"the NCCL model has no {args.collective.value} yet: price it on a --link (alpha-beta)"
+        )
     if args.params is not None:
         args.size = args.params * dtype_bytes(args.dtype)
     out = rows(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ringtree.algorithms import build
+from ringtree.algorithms import build, default_algorithm
 from ringtree.commands import args as A
 from ringtree.cost.links import get_link
 from ringtree.cost.model import step_times_s
@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "collective",
         type=A.collective,
-        help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
+        help="all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all, gather, "
+        "scatter or barrier",
     )
     A.add_workers(
         p,
@@ -52,11 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--algorithm",
-        default="ring",
-        help="ring, tree, dbtree, recursive, rabenseifner, pairwise or hierarchical, as the "
-        "collective has them (default: ring)",
+        default=None,
+        help="ring, tree, dbtree, recursive, rabenseifner, pairwise, hierarchical, bruck, "
+        "linear or dissemination, as the collective has them (default: its first that needs "
+        "no nodes: ring, pairwise for all-to-all, tree for gather/scatter)",
     )
-    p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
+    p.add_argument(
+        "--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce/gather/scatter"
+    )
     p.add_argument("--size", type=A.size, default=1 << 20, help="payload in bytes (default 1MiB)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument(
@@ -129,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         raise RingtreeError(f"size {args.size} B is not a whole number of {args.dtype} elements")
     schedule = build(
         args.collective,
-        args.algorithm,
+        default_algorithm(args.collective) if args.algorithm is None else args.algorithm,
         args.ranks,
         root=args.root,
         n_chunks=args.chunks,

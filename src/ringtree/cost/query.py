@@ -19,18 +19,24 @@ from ringtree.cost.model import Cost
 from ringtree.errors import RingtreeError
 
 # The seed's "bytes sent per worker" in units of the buffer size S: ~2S for all-reduce (a
-# reduce-scatter then an all-gather), ~S for the others.
+# reduce-scatter then an all-gather), ~S for the others (all-to-all: S is one rank's input,
+# (N-1)/N of which leaves it), nothing for the barrier.
 TEXTBOOK_FACTOR = {
     Collective.ALL_REDUCE: 2,
     Collective.REDUCE_SCATTER: 1,
     Collective.ALL_GATHER: 1,
     Collective.BROADCAST: 1,
     Collective.REDUCE: 1,
+    Collective.ALL_TO_ALL: 1,
+    Collective.GATHER: 1,
+    Collective.SCATTER: 1,
+    Collective.BARRIER: 0,
 }
 
 
 def textbook_bytes(collective: Collective, n_ranks: int, size_bytes: int) -> int:
-    """The seed's rounded bytes per worker: 2S for all-reduce, S otherwise (0 on one rank)."""
+    """The seed's rounded bytes per worker: 2S for all-reduce, none for the barrier, S
+    otherwise (0 on one rank)."""
     return 0 if n_ranks == 1 else TEXTBOOK_FACTOR[collective] * size_bytes
 
 

@@ -22,12 +22,18 @@ import numpy as np
 
 from ringtree import dtypes
 from ringtree.algorithms import BuildSpec
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.models import predict
 from ringtree.errors import RingtreeError
 from ringtree.events import Recorder
 from ringtree.procs.launch import launch_body
-from ringtree.procs.native import NativeEngine, copy_buffer, make_input
+from ringtree.procs.native import (
+    NativeEngine,
+    call_buffers,
+    copy_buffer,
+    engine_count,
+    make_input,
+)
 from ringtree.runtime import api, calls
 from ringtree.runtime.auto import link_for
 from ringtree.runtime.transport import Buffer, Transport
@@ -146,6 +152,14 @@ def run_processes(
 
         check_dtype(dt, rop)
     count = size_bytes // itemsize
+    if engine_count(col, count, n_ranks) != count and col is not Collective.BARRIER:
+        raise RingtreeError(
+            f"{col.value} of {count} {dt} elements on {n_ranks} ranks: its blocks are equal "
+            f"(one per rank, as torch's and MPI's), so the size must be a multiple of "
+            f"{n_ranks} elements"
+        )
+    if col is Collective.BARRIER:  # it moves nothing, whatever the size
+        count = size_bytes = 0
     name, chunks = calls.resolve(col, algorithm.strip().lower(), n_ranks, count, itemsize, root,
                                  n_chunks, kind=backend)  # fmt: skip
     sched = calls.schedule(col, name, n_ranks, root, chunks, ranks_per_node)  # validates
@@ -267,27 +281,14 @@ def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     raw = make_input(col, count, cfg["dtype"], op, rank, n)
     x = engine.array(raw)
     want = engine.native(col, x, op, root, count)
-    b = block_bounds(count, n)
     kw: dict[str, Any] = {
         "algorithm": cfg["algorithm"], "timeout": cfg["timeout_s"], "n_chunks": cfg.get("n_chunks"),
         "ranks_per_node": cfg.get("ranks_per_node"), "slice_bytes": cfg.get("slice_bytes"),
     }  # fmt: skip
-    call = {
-        Collective.ALL_REDUCE: lambda i, o, **k: api.all_reduce(i, op, transport, **k),
-        Collective.BROADCAST: lambda i, o, **k: api.broadcast(i, root, transport, **k),
-        Collective.REDUCE: lambda i, o, **k: api.reduce(i, root, op, transport, **k),
-        Collective.REDUCE_SCATTER: lambda i, o, **k: api.reduce_scatter(o, i, op, transport, **k),
-        Collective.ALL_GATHER: lambda i, o, **k: api.all_gather(o, i, transport, **k),
-    }[col]
 
     def ringtree_call(**extra: Any) -> Any:
-        inp = copy_buffer(x)
-        size = {Collective.REDUCE_SCATTER: b[rank + 1] - b[rank], Collective.ALL_GATHER: count}
-        out = None
-        if col in size:
-            out = inp.new_empty(size[col]) if hasattr(inp, "new_empty") else \
-                np.empty(size[col], dtype=inp.dtype)  # fmt: skip
-        call(inp, out, **kw, **extra)
+        inp, out = call_buffers(col, copy_buffer(x), count, n, rank, root)
+        api.collective(col, inp, out, op, root, transport, **kw, **extra)
         return inp if out is None else out
 
     one = engine.array(np.ones(1, dtype=np.float32))
@@ -297,7 +298,8 @@ def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
         engine.sync()
 
     got = engine.numpy(ringtree_call(check="always" if cfg.get("check", True) else False))
-    correct = bool((col is Collective.REDUCE and rank != root) or np.array_equal(got, want))
+    nothing = col in (Collective.REDUCE, Collective.GATHER) and rank != root
+    correct = bool(nothing or col is Collective.BARRIER or np.array_equal(got, want))
     rec = Recorder(rank, messages=False)
     ringtree_call(recorder=rec)  # the bytes at the transport for one call
     times, finished = [], []

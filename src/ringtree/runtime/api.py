@@ -19,10 +19,14 @@ the odd ranks (checked on the first call of each call shape by default).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, Unpack
 
-from ringtree.collectives import Collective, ReduceOp
+import numpy as np
+
+from ringtree.collectives import Collective, ReduceOp, block_sizes
+from ringtree.errors import RingtreeError
 from ringtree.runtime import buffers, calls
 from ringtree.runtime.groups import group_for, not_a_member_warning
 from ringtree.runtime.options import CallOptions, Options
@@ -73,24 +77,22 @@ def transport_for(group: Any = None) -> Transport:
     """The Transport ringtree uses for ``group`` (see :mod:`ringtree.runtime.groups`)."""
     g = group_for(group)
     if g is None:
-        from ringtree.errors import RingtreeError
-
         raise RingtreeError("this rank is not a member of the group: it has no transport")
     return g.transport
 
 
 def _call(
     col: Collective, inbuf: Any, outbuf: Any, op: Any, group: Any, async_op: bool,
-    options: CallOptions, roots: tuple[int | None, int | None, str] | None = None,
-    outputs: list[Any] | None = None, after: Any = None,
+    options: CallOptions | Options, roots: tuple[int | None, int | None, str] | None = None,
+    outputs: list[Any] | None = None, after: Any = None, splits: calls.RankSplits | None = None,
 ) -> Work | None:  # fmt: skip
-    opts = Options.make(options)
+    opts = options if type(options) is Options else Options.make(options)
     g = group_for(group, opts.timeout_s)
     if g is None:
         not_a_member_warning(col.value)
         return None
     root = g.root(*roots) if roots is not None else 0
-    fut = calls.call(g, col, inbuf, outbuf, op, root, opts, async_op, after)
+    fut = calls.call(g, col, inbuf, outbuf, op, root, opts, async_op, after, splits)
     if fut is None:
         return None
     return Work(fut, outputs if outputs is not None else [inbuf if outbuf is None else outbuf])
@@ -144,7 +146,7 @@ def all_gather(
         return None
     parts = list(output)
     whole = buffers.concat(parts, g.size, "all-gather output", fill=False)
-    return _call(Collective.ALL_GATHER, input, whole, None, group, async_op, options,
+    return _call(Collective.ALL_GATHER, input, whole, None, g, async_op, options,
                  outputs=parts, after=lambda: buffers.split_into(whole, parts))  # fmt: skip
 
 
@@ -176,9 +178,20 @@ def collective(
 ) -> Work | None:  # fmt: skip
     """Any of the collectives by name, for drivers that loop over them (the bench, tests):
     ``input``/``output`` as the named function takes them (``output`` None for the in-place
-    ones), ``root`` a global rank (broadcast's ``src``, reduce's ``dst``); ``op`` is ignored
-    where the collective does not reduce."""
+    ones; all-to-all as ``all_to_all_single``'s, even blocks; gather's ``output`` the root's
+    whole buffer, None elsewhere; scatter's ``input`` the root's whole buffer, ignored
+    elsewhere; the barrier takes neither), ``root`` a global rank (broadcast's ``src``,
+    reduce's, gather's ``dst``, scatter's ``src``); ``op`` is ignored where the collective
+    does not reduce."""
     c = Collective.parse(col)
+    if c is Collective.ALL_TO_ALL:
+        return all_to_all_single(output, input, group=group, async_op=async_op, **options)
+    if c is Collective.GATHER:
+        return _gather(input, output, (root, None), group, async_op, options)
+    if c is Collective.SCATTER:
+        return _scatter(output, input, (root, None), group, async_op, options)
+    if c is Collective.BARRIER:
+        return barrier(group, async_op, **options)
     if c is Collective.ALL_REDUCE:
         return all_reduce(input, op, group, async_op, **options)
     if c is Collective.REDUCE_SCATTER:
@@ -188,3 +201,182 @@ def collective(
     if c is Collective.BROADCAST:
         return broadcast(input, root, group, async_op, **options)
     return reduce(input, root, op, group, async_op, **options)
+
+
+def all_to_all_single(
+    output: Any, input: Any, output_split_sizes: Sequence[int] | None = None,  # noqa: A002
+    input_split_sizes: Sequence[int] | None = None, group: Any = None, async_op: bool = False,
+    **options: Unpack[CallOptions],
+) -> Work | None:  # fmt: skip
+    """Send block d of ``input`` to rank d; ``output`` receives block s from every rank s, in
+    rank order. Blocks are rows of dim 0: ``input_split_sizes[d]`` rows for rank d,
+    ``output_split_sizes[s]`` from rank s (rank s's input split for this rank); without
+    them every rank's input is cut into N equal blocks (as torch, dim 0 must divide by N for
+    tensors of more than one dimension; a 1-D one is cut like np.array_split). ``input``
+    is untouched.
+
+    Example, N=2: [1, 2] and [10, 20] -> rank 0 [1, 10], rank 1 [2, 20]. Linear (every
+    message at once, as NCCL and gloo do): one step, (N-1)/N S bytes per rank (S: one rank's
+    input); pairwise exchange, Bruck (ceil(log2 N) steps of ~S/2) and hierarchical by name.
+    With split sizes only linear and pairwise run (each rank knows only its own blocks'
+    sizes), and the first such call on a group checks every rank's sizes against its
+    peers'.
+    """
+    opts = Options.make(options)
+    g = group_for(group, opts.timeout_s)
+    if g is None:
+        not_a_member_warning("all-to-all")
+        return None
+    splits = None
+    if input_split_sizes or output_split_sizes:
+        sent = _split_elems(input, input_split_sizes, g.size, "input")
+        received = _split_elems(output, output_split_sizes, g.size, "output")
+        splits = (sent, received)
+    else:
+        for what, x in (("input", input), ("output", output)):
+            if x.ndim > 1 and x.shape[0] % g.size:
+                raise RingtreeError(
+                    f"{what} has {x.shape[0]} rows (dim 0), not a multiple of the group size "
+                    f"{g.size}: give {what}_split_sizes"
+                )
+    return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
+                 splits=splits)  # fmt: skip
+
+
+def all_to_all(
+    output_tensor_list: Sequence[Any], input_tensor_list: Sequence[Any], group: Any = None,
+    async_op: bool = False, **options: Unpack[CallOptions],
+) -> Work | None:  # fmt: skip
+    """Send ``input_tensor_list[d]`` to rank d, receive rank s's into ``output_tensor_list[s]``
+    (any sizes, as long as each rank's tensor for d matches d's for it). Costs one copy in
+    and one out: the tensors travel as one all-to-all with split sizes (linear).
+    Example, N=2: [[1], [2, 2]] and [[3], [4]] -> rank 0 [[1], [3]], rank 1 [[2, 2], [4]]."""
+    g = group_for(group, Options.make(options).timeout_s)
+    if g is None:
+        not_a_member_warning("all-to-all")
+        return None
+    ins, outs = list(input_tensor_list), list(output_tensor_list)
+    for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
+        if len(parts) != g.size:
+            raise RingtreeError(f"{what} holds {len(parts)} tensors: expected one per rank "
+                                f"({g.size})")  # fmt: skip
+    whole_in = buffers.join(ins)
+    whole_out = buffers.join(outs, fill=False)
+    splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
+    return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, options,
+                 outputs=outs, after=lambda: buffers.split_into(whole_out, outs),
+                 splits=splits)  # fmt: skip
+
+
+def gather(
+    tensor: Any, gather_list: Sequence[Any] | None = None, dst: int | None = None,
+    group: Any = None, async_op: bool = False, group_dst: int | None = None,
+    **options: Unpack[CallOptions],
+) -> Work | None:  # fmt: skip
+    """Collect every rank's ``tensor`` into the root's ``gather_list`` (element r from rank
+    r); the root is ``dst`` (a global rank) or ``group_dst`` (default: global rank 0, as in
+    torch), and only it gives ``gather_list``, N tensors of ``tensor``'s size. Example, N=2:
+    [1] and [2] -> root [[1], [2]]. Binomial tree: ceil(log2 N) steps, the root receives
+    (N-1)/N S (S: all N tensors); linear: N-1 steps of one tensor."""
+    return _gather(tensor, gather_list, _root(dst, group_dst), group, async_op, options)
+
+
+def scatter(
+    tensor: Any, scatter_list: Sequence[Any] | None = None, src: int | None = None,
+    group: Any = None, async_op: bool = False, group_src: int | None = None,
+    **options: Unpack[CallOptions],
+) -> Work | None:  # fmt: skip
+    """Give rank r ``scatter_list[r]`` of the root, in its ``tensor``; the root is ``src`` (a
+    global rank) or ``group_src`` (default: global rank 0), and only it gives
+    ``scatter_list``, N tensors of ``tensor``'s size. Example, N=2: root [[1], [2]] -> [1]
+    and [2]. Binomial tree: ceil(log2 N) steps, the root sends (N-1)/N S; linear: N-1 steps."""
+    return _scatter(tensor, scatter_list, _root(src, group_src), group, async_op, options)
+
+
+def barrier(
+    group: Any = None, async_op: bool = False, device_ids: Sequence[int] | None = None,
+    **options: Unpack[CallOptions],
+) -> Work | None:  # fmt: skip
+    """Return once every rank of the group has called it. Dissemination: ceil(log2 N) rounds
+    of one message per rank, each sent once its sender has heard the rounds before, so no
+    rank leaves before all have entered; the messages are empty (one byte over NCCL, whose
+    device is ``device_ids[0]``, else the current one)."""
+    g = group_for(group, Options.make(options).timeout_s)
+    if g is None:
+        not_a_member_warning("barrier")
+        return None
+    if g.kind == "nccl":
+        import torch
+
+        dev = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cuda")
+        token: Any = torch.empty(1, dtype=torch.uint8, device=dev)
+    else:
+        token = np.empty(0, dtype=np.uint8)
+    return _call(Collective.BARRIER, token, None, None, g, async_op, options, outputs=[])
+
+
+def _root(given: int | None, in_group: int | None) -> tuple[int | None, int | None]:
+    """torch's default root: global rank 0 when neither is given."""
+    return (0, None) if given is None and in_group is None else (given, in_group)
+
+
+def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
+            async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
+    """Gather with ``parts`` the root's list of tensors or one whole buffer (None elsewhere)."""
+    g = group_for(group, Options.make(options).timeout_s)
+    if g is None:
+        not_a_member_warning("gather")
+        return None
+    roots = (*root, "dst")
+    if g.rank != g.root(*roots):
+        if parts:
+            raise RingtreeError(
+                "gather_list is given on a rank that is not the destination: only the "
+                "destination gives it (as in torch.distributed)"
+            )
+        return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
+                     async_op, options, roots=roots)  # fmt: skip
+    if parts is None or (isinstance(parts, list | tuple) and not parts):
+        raise RingtreeError("gather_list must be given on the destination rank, one tensor per "
+                            "rank (as in torch.distributed)")  # fmt: skip
+    if not isinstance(parts, list | tuple):  # one whole buffer (api.collective)
+        return _call(Collective.GATHER, tensor, parts, None, g, async_op, options,
+                     roots=roots)  # fmt: skip
+    outs = list(parts)
+    whole = buffers.concat(outs, g.size, "gather_list", fill=False)
+    return _call(Collective.GATHER, tensor, whole, None, g, async_op, options, roots=roots,
+                 outputs=outs, after=lambda: buffers.split_into(whole, outs))  # fmt: skip
+
+
+def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
+             async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
+    """Scatter with ``parts`` the root's list of tensors or one whole buffer."""
+    g = group_for(group, Options.make(options).timeout_s)
+    if g is None:
+        not_a_member_warning("scatter")
+        return None
+    roots = (*root, "src")
+    if g.rank != g.root(*roots):
+        return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
+                     async_op, options, roots=roots)  # fmt: skip
+    if parts is None or (isinstance(parts, list | tuple) and not parts):
+        raise RingtreeError("scatter_list must be given on the source rank, one tensor per "
+                            "rank (as in torch.distributed)")  # fmt: skip
+    whole = buffers.concat(list(parts), g.size, "scatter_list") \
+        if isinstance(parts, list | tuple) else parts  # fmt: skip
+    return _call(Collective.SCATTER, whole, tensor, None, g, async_op, options, roots=roots)
+
+
+def _split_elems(x: Any, sizes: Sequence[int] | None, n: int, what: str) -> tuple[int, ...]:
+    """Split sizes in rows of dim 0 as elements (even rows when none are given)."""
+    shape = tuple(x.shape)
+    row = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
+    if not sizes:
+        rows = shape[0] if shape else 1
+        if rows % n and len(shape) > 1:
+            raise RingtreeError(f"{what} has {rows} rows (dim 0), not a multiple of the group "
+                                f"size {n}: give {what}_split_sizes")  # fmt: skip
+        return tuple(v * row for v in block_sizes(rows, n))
+    if any(not isinstance(v, int | np.integer) or isinstance(v, bool) for v in sizes):
+        raise RingtreeError(f"{what}_split_sizes must be whole numbers, got {list(sizes)}")
+    return tuple(int(v) * row for v in sizes)

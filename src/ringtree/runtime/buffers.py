@@ -57,10 +57,10 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
             f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
             "or use a gloo group for CPU tensors)"
         )
-    view = buf.detach()
-    if view.is_cpu and dtype_name(view) in NUMPY_VIEWABLE:
-        arr = view.numpy()
+    if buf.is_cpu and dtype_name(buf) in NUMPY_VIEWABLE:  # a new array: never ``is`` another
+        arr = (buf.detach() if buf.requires_grad else buf).numpy()
         return arr if arr.ndim == 1 else arr.reshape(-1)
+    view = buf.detach()
     return view if view.dim() == 1 else view.view(-1)
 
 
@@ -111,6 +111,27 @@ def concat(parts: Sequence[Any], n: int, what: str, fill: bool = True) -> Any:
     if fill:
         return torch.cat([p.reshape(-1) for p in parts])
     return parts[0].new_empty(sum(sizes))
+
+
+def join(parts: Sequence[Any], fill: bool = True) -> Any:
+    """One flat buffer of ``parts``' sizes, side by side (their contents copied if ``fill``),
+    on the first part's kind, dtype and device."""
+    first = parts[0]
+    if isinstance(first, np.ndarray):
+        if fill:
+            return np.concatenate([np.asarray(p).reshape(-1) for p in parts])
+        return np.empty(sum(numel(p) for p in parts), dtype=first.dtype)
+    import torch
+
+    if fill:
+        return torch.cat([p.reshape(-1) for p in parts])
+    return first.new_empty(sum(numel(p) for p in parts))
+
+
+def empty_view(x: Any) -> Any:
+    """A view of none of ``x``'s elements (a buffer that is not there: same kind, dtype and
+    device)."""
+    return x.reshape(-1)[:0]
 
 
 def split_into(whole: Any, parts: Sequence[Any]) -> None:

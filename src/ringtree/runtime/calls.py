@@ -8,6 +8,13 @@ and keeps the result as a :class:`CallPlan` in the group; later calls of the sha
 (~10 us from the call to its first message). With mismatch detection at its default, that
 first call is also the one that exchanges the call's fingerprint (:mod:`fingerprint`): every
 rank decides it when the call is made, in call order, so they agree.
+
+An all-to-all with split sizes is the exception: its split sizes are data (a mixture of
+experts routes other tokens every step, and each rank knows only its own row and column), so
+its plan is kept per split sizes but its *shape*, the one whose first call is checked, leaves
+them out -- else ranks whose sizes repeat would skip an exchange that the others make. Split
+sizes let a rank compile only an algorithm that sends every block straight to its
+destination (linear, pairwise): forwarding another rank's block needs its size.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from ringtree.algorithms import build
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
 from ringtree.errors import RingtreeError
 from ringtree.events import CallRecord
 from ringtree.runtime import auto, buffers, fingerprint, log
@@ -30,7 +37,10 @@ from ringtree.runtime.groups import Group
 from ringtree.runtime.kernels import check_dtype, dtype_name, kernels_for
 from ringtree.runtime.options import AUTO, Options
 from ringtree.runtime.program import Program, compile_program
-from ringtree.schedule import Schedule
+from ringtree.schedule import Schedule, Size
+
+#: An all-to-all's split sizes as one rank gives them, in elements: (sent, received).
+RankSplits = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class CallPlan:
     program: Program
     signature: fingerprint.CallSignature
     label: str
+    size: Size = 0
 
 
 def resolve(
@@ -89,9 +100,12 @@ def call(
     opts: Options,
     async_op: bool,
     after: Callable[[], None] | None = None,
+    splits: RankSplits | None = None,
 ) -> Future | None:
     """Run ``col`` on ``group`` (``outbuf`` None: in place; ``root``: a group rank);
-    ``after()`` runs once the collective is done. Returns the future of an async call."""
+    ``after()`` runs once the collective is done; ``splits``: an all-to-all's split sizes
+    (elements this rank sends each rank, and receives from each). Returns the future of an
+    async call."""
     timeout_s = opts.timeout_s or group.settings.timeout_s
     mode = opts.check or group.settings.check
     try:
@@ -99,16 +113,20 @@ def call(
         y = x if outbuf is None else buffers.flat(outbuf, "output", group.kind, writable=True)
         key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y),
                buffers.numel(x), buffers.numel(y), y is x, op, root, opts.algorithm,
-               opts.n_chunks, opts.ranks_per_node, opts.slice_bytes)  # fmt: skip
+               opts.n_chunks, opts.ranks_per_node, opts.slice_bytes, splits)  # fmt: skip
+        # the shape whose first call is checked: split sizes are data (module doc)
+        shape = key if splits is None else (*key[:6], "splits", *key[8:-1])
         try:
             plan = group.plans.get(key)
         except TypeError:  # an unhashable op object: plan every time
-            key, plan = None, None
-        new = plan is None
+            key, shape, plan = None, None, None
+        new = shape is None or shape not in group.checked
         if plan is None:
-            plan = make_plan(group, col, x, y, op, root, opts)
+            plan = make_plan(group, col, x, y, op, root, opts, splits)
             if key is not None:
                 group.remember(key, plan)
+        if new and shape is not None:
+            group.see(shape)
     except RingtreeError as e:
         if mode == "off" or group.size == 1:
             raise
@@ -129,6 +147,7 @@ def call(
                 fingerprint.exchange(group.transport, plan.signature, timeout_s)
             except Exception:
                 group.plans.pop(key, None)  # every rank raises: all forget the shape
+                group.checked.discard(shape)
                 raise
         marks: list[float] | None = None
         if recorder is not None:
@@ -156,30 +175,54 @@ def call(
 
 
 def make_plan(
-    group: Group, col: Collective, x: Any, y: Any, op: Any, root: int, opts: Options
-) -> CallPlan:
+    group: Group, col: Collective, x: Any, y: Any, op: Any, root: int, opts: Options,
+    splits: RankSplits | None = None,
+) -> CallPlan:  # fmt: skip
     """Validate the call, resolve the algorithm, compile the rank's program, log it."""
     rop = parse_op(op) if col.reduces else None
-    count = validate(col, x, y, rop, root, group.size, group.rank)
-    size = buffers.itemsize(x)
-    name, chunks = resolve(col, opts.algorithm, group.size, count, size, root, opts.n_chunks,
-                           group.kind, group.settings.algo)  # fmt: skip
+    size = validate(col, x, y, rop, root, group.size, group.rank, splits)
+    count = size if isinstance(size, int) else buffers.numel(x)
+    itemsize = buffers.itemsize(x)
+    if isinstance(size, Splits):  # only a direct algorithm: this rank knows its own blocks
+        name, chunks = (DIRECT if opts.algorithm == AUTO else opts.algorithm), opts.n_chunks
+    else:
+        name, chunks = resolve(col, opts.algorithm, group.size, count, itemsize, root,
+                               opts.n_chunks, group.kind, group.settings.algo)  # fmt: skip
     rpn = opts.ranks_per_node
     if rpn is None and name == "hierarchical":
         rpn = group.ranks_per_node
     s = schedule(col, name, group.size, root, chunks, rpn)
+    if isinstance(size, Splits) and not moves_own_blocks(s):
+        raise RingtreeError(
+            f"{name} all-to-all forwards other ranks' blocks, whose split sizes this rank does "
+            f"not know: with split sizes use {DIRECT} or pairwise (or auto), or give no split sizes"
+        )
     slice_bytes = opts.slice_bytes or group.settings.slice_bytes
-    prog = compile_program(s, group.rank, count, size, in_place=y is x or col is
-                           Collective.ALL_GATHER, slice_bytes=slice_bytes,
+    in_place = y is x or col is Collective.ALL_GATHER
+    prog = compile_program(s, group.rank, size, itemsize, in_place=in_place,
+                           slice_bytes=slice_bytes,
                            in_place_min_bytes=group.transport.in_place_from())  # fmt: skip
     sig = fingerprint.CallSignature(
-        col, count, dtype_name(x), rop, name, root if col.has_root else None, chunks, slice_bytes
-    )
-    plan = CallPlan(col, name, chunks, count, size, rop, root, s, prog, sig,
-                    f"{col.value} ({name})")  # fmt: skip
+        col, count if isinstance(size, int) else -1, dtype_name(x), rop, name,
+        root if col.has_root else None, chunks, slice_bytes,
+        splits=None if splits is None else (*splits[0], *splits[1]),
+    )  # fmt: skip
+    plan = CallPlan(col, name, chunks, count, itemsize, rop, root, s, prog, sig,
+                    f"{col.value} ({name})", size)  # fmt: skip
     if log.info_enabled():
         log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
     return plan
+
+
+#: The all-to-all that split sizes run: every block goes straight to its destination.
+DIRECT = "linear"
+
+
+def moves_own_blocks(s: Schedule) -> bool:
+    """Whether every transfer of an all-to-all carries a block from its source rank straight
+    to its destination (block (s, d) is chunk s N + d)."""
+    n = s.n_ranks
+    return all(t.src == t.chunk // n and t.dst == t.chunk % n for _, t in s.transfers())
 
 
 def describe(group: Group, plan: CallPlan, opts: Options, slice_bytes: int) -> str:
@@ -214,9 +257,12 @@ def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
 
 
 def validate(
-    col: Collective, x: Any, y: Any, op: ReduceOp | None, root: int, n: int, rank: int
-) -> int:
-    """Check the call's buffers; return the element count of the full layout."""
+    col: Collective, x: Any, y: Any, op: ReduceOp | None, root: int, n: int, rank: int,
+    splits: RankSplits | None = None,
+) -> Size:  # fmt: skip
+    """Check the call's buffers; return the payload of the layout: the element count of the
+    full layout (gather, scatter: N x one rank's block), one rank's input (all-to-all), or an
+    all-to-all's Splits as this rank knows them."""
     check_dtype(dtype_name(x), op)
     if y is not x and dtype_name(y) != dtype_name(x):
         raise RingtreeError(
@@ -225,12 +271,24 @@ def validate(
         )
     if y is not x and buffers.device(x) != buffers.device(y):
         raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
-    if y is not x and col is Collective.REDUCE_SCATTER:
+    if y is not x and col in (Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
         (a0, a1), (b0, b1) = buffers.span(x), buffers.span(y)
-        if a0 < b1 and b0 < a1:
-            raise RingtreeError("reduce-scatter output overlaps its input: pass separate buffers")
+        if a0 < b1 and b0 < a1 and min(a1 - a0, b1 - b0) > 0:
+            raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
     if col.has_root and not 0 <= root < n:
         raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
+    if col is Collective.ALL_TO_ALL:
+        return _all_to_all_size(x, y, n, rank, splits)
+    if col in (Collective.GATHER, Collective.SCATTER):
+        block = buffers.numel(x if col is Collective.GATHER else y)
+        whole = buffers.numel(y if col is Collective.GATHER else x)
+        if rank == root and whole != n * block:
+            what = "gather_list" if col is Collective.GATHER else "scatter_list"
+            raise RingtreeError(
+                f"{what} holds {whole} elements: expected {n} tensors of {block} elements "
+                f"(one per rank, each the size of this rank's tensor)"
+            )
+        return n * block
     if col is Collective.REDUCE_SCATTER:
         count, mine, what = buffers.numel(x), buffers.numel(y), "reduce-scatter output"
     elif col is Collective.ALL_GATHER:
@@ -246,3 +304,30 @@ def validate(
             f"over {n} ranks has {want} (np.array_split blocks)"
         )
     return count
+
+
+def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | None) -> Size:
+    """One rank's input count (no split sizes), or its Splits (its row and column)."""
+    count, got = buffers.numel(x), buffers.numel(y)
+    if splits is None:
+        want = n * block_sizes(count, n)[rank]
+        if got != want:
+            raise RingtreeError(
+                f"all-to-all output has {got} elements: an input of {count} cut in {n} "
+                f"blocks (np.array_split) brings rank {rank} {n} x {want // n} = {want} "
+                "(give output_split_sizes and input_split_sizes for other blocks)"
+            )
+        return count
+    sent, received = splits
+    for what, sizes, total, side in (("input", sent, count, "sends"),
+                                     ("output", received, got, "receives")):  # fmt: skip
+        if len(sizes) != n or any(v < 0 for v in sizes):
+            raise RingtreeError(
+                f"{what}_split_sizes {list(sizes)} must hold {n} sizes >= 0 (what this rank "
+                f"{side}, per rank)"
+            )
+        if sum(sizes) != total:
+            raise RingtreeError(
+                f"{what}_split_sizes add up to {sum(sizes)} elements; the {what} holds {total}"
+            )
+    return Splits.seen_by(rank, sent, received)

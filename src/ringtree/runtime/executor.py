@@ -33,7 +33,7 @@ from ringtree.collectives import ReduceOp
 from ringtree.events import Recorder, TraceEvent
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
-from ringtree.runtime.tape import COPY, RECV, REDUCE, SEND, WAIT
+from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, WAIT
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
 
 
@@ -69,20 +69,19 @@ def execute(
     division included). Raises PeerError when a peer fails; the group is then unusable.
     """
     deadline = time.perf_counter() + ctx.timeout_s
-    scratch = _scratch(transport, kernels, inbuf, prog.scratch_elems)
+    n_scratch = prog.scratch_elems  # none: an empty view, no pool lookup
+    scratch = _scratch(transport, kernels, inbuf, n_scratch) if n_scratch else inbuf[:0]
     bufs = (inbuf, outbuf, scratch)
     if transport.grouped:
         _run_grouped(prog, transport, kernels, op, bufs, _waiter(prog, transport, ctx, deadline),
                      ctx)  # fmt: skip
-    else:
+        for (sb, slo, shi), (db, dlo, dhi) in prog.untouched:  # never moved: copied over
+            kernels.copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
+    else:  # the tape copies them while the first messages fly
         _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx)
-    if prog.untouched and outbuf is not inbuf:
-        for lo, hi in prog.untouched:
-            kernels.copy(outbuf[lo - prog.out_offset : hi - prog.out_offset], inbuf[lo:hi])
     if op is ReduceOp.AVG:
-        base = prog.out_offset if outbuf is not inbuf else 0
-        for lo, hi in prog.result:
-            kernels.finish(op, outbuf[lo - base : hi - base], n_ranks)
+        for b, lo, hi in prog.result:
+            kernels.finish(op, bufs[b][lo:hi], n_ranks)
 
 
 #: Receive buffers up to this size are kept by the transport and reused by later calls:
@@ -154,6 +153,9 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
                 event("reduce", prog.recvs[i], prog.recvs[i].land, start)
         elif code == COPY:
             _, i, ob, olo, ohi, lb, llo, lhi = ins
+            copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])
+        elif code == LOCAL:
+            _, ob, olo, ohi, lb, llo, lhi = ins
             copy(bufs[ob][olo:ohi], bufs[lb][llo:lhi])
         elif marks is not None:  # STEP_DONE
             now = time.perf_counter()

@@ -1,12 +1,19 @@
 """Mismatch detection: before a collective, ranks exchange a small fingerprint of the call.
 
-A fingerprint is 9 integers (collective, element count, dtype, op, algorithm, root, chunks,
-slice size, input status), sent by every rank to every other (one step of N-1 small messages)
+A fingerprint is 10 integers (collective, element count, dtype, op, algorithm, root, chunks,
+slice size, whether split sizes were given, input status), sent by every rank to every other
+(one step of N-1 small messages)
 over the group's control channel -- a connection of its own (a private gloo group under
 torch, a tag of its own under MPI), so a rank that checks while a peer already
 sends data never mixes the two. If any rank differs, every rank raises the same MismatchError
 naming the ranks that disagree with the majority and what they called, so a wrong size
 becomes an immediate error instead of a hang, a crash or garbage.
+
+An all-to-all with split sizes cannot be checked by comparing: each rank knows only its own
+row and column of the N x N sizes, so a digest of them differs from rank to rank by design.
+When the fingerprints agree and carry split sizes, a second round sends every rank's row and
+column to every other; every rank then holds the whole matrix twice (as sent, as expected)
+and raises the same MismatchError where rank s's size for d differs from d's for s.
 
 By default the exchange runs on the first call of each call shape on a group (the shapes a
 program uses are few, so its cost is paid once; later calls of a known shape skip it);
@@ -33,12 +40,25 @@ from ringtree.runtime.transport import Transport, TransportClosed, TransportTime
 
 _COLLECTIVES = list(Collective)
 _OPS = list(ReduceOp)
-_FIELDS = ("collective", "count", "dtype", "op", "algorithm", "root", "chunks", "slice", "input")
+_FIELDS = (
+    "collective",
+    "count",
+    "dtype",
+    "op",
+    "algorithm",
+    "root",
+    "chunks",
+    "slice",
+    "splits",
+    "input",
+)
 
 
 @dataclass(frozen=True)
 class CallSignature:
-    """What one rank asked for. ``valid`` False: the rank rejected its own input."""
+    """What one rank asked for. ``valid`` False: the rank rejected its own input.
+    ``splits``: an all-to-all's split sizes, the elements this rank sends each rank then
+    those it receives from each (count is -1 then: the sizes are checked pair by pair)."""
 
     collective: Collective
     count: int
@@ -49,9 +69,10 @@ class CallSignature:
     n_chunks: int | None
     slice_bytes: int
     valid: bool = True
+    splits: tuple[int, ...] | None = None
 
     def encode(self) -> list[int]:
-        """The 9 integers exchanged."""
+        """The 10 integers exchanged."""
         return [
             _COLLECTIVES.index(self.collective),
             self.count,
@@ -61,6 +82,7 @@ class CallSignature:
             -1 if self.root is None else self.root,
             -1 if self.n_chunks is None else self.n_chunks,
             self.slice_bytes,
+            0 if self.splits is None else 1,
             1 if self.valid else 0,
         ]
 
@@ -81,6 +103,8 @@ def _describe(field: str, value: int, collective: Collective) -> str:
         return names[0] if names else f"#{value:08x}"
     if field == "input":
         return "valid" if value else "rejected"
+    if field == "splits":
+        return "given" if value else "none"
     return "none" if value == -1 else str(value)
 
 
@@ -116,6 +140,44 @@ def exchange(transport: Transport, sig: CallSignature, timeout_s: float) -> None
             rank=rank, peer=missing[0], step=0,
         )  # fmt: skip
     _compare([tuple(r) for r in table.tolist()], sig.collective, rank)
+    if sig.splits is not None:
+        _check_splits(control, sig, timeout_s)
+
+
+def _check_splits(control: Transport, sig: CallSignature, timeout_s: float) -> None:
+    """The second round for split sizes (module doc): every rank's row and column to every
+    other; MismatchError on every rank where a pair disagrees."""
+    n, rank = control.size, control.rank
+    mine = np.array(sig.splits, dtype=np.int64)
+    if mine.size != 2 * n:
+        mine = np.resize(mine, 2 * n)  # a wrong length was refused before; keep the shape
+    table = np.zeros((n, 2 * n), dtype=np.int64)
+    table[rank] = mine
+    peers = [p for p in range(n) if p != rank]
+    reqs = [control.recv(table[p], p) for p in peers] + [control.send(mine, p) for p in peers]
+    deadline = time.perf_counter() + timeout_s
+    for p, req in zip(peers + peers, reqs, strict=True):
+        try:
+            control.wait(req, max(deadline - time.perf_counter(), 0.001))
+        except (TransportTimeout, TransportClosed):
+            raise PeerError(
+                f"rank {rank}: split sizes before all-to-all: nothing came from rank {p} "
+                f"within the {timeout_s:g} s timeout", rank=rank, peer=p, step=0,
+            ) from None  # fmt: skip
+    bad = [(s, d, int(table[s][d]), int(table[d][n + s]))
+           for s in range(n) for d in range(n) if table[s][d] != table[d][n + s]]  # fmt: skip
+    if not bad:
+        return
+    involved = Counter(r for s, d, _, _ in bad for r in {s, d})
+    top = max(involved.values())
+    odd = sorted(r for r, k in involved.items() if k == top)
+    pairs = "; ".join(f"rank {s} sends rank {d} {a} elements (input_split_sizes), rank {d} "
+                      f"expects {b} (output_split_sizes)" for s, d, a, b in bad[:4])  # fmt: skip
+    more = f" and {len(bad) - 4} more pairs" if len(bad) > 4 else ""
+    raise MismatchError(
+        f"rank {rank}: ranks disagree on the all-to-all's split sizes: {pairs}{more}",
+        ranks=odd,
+    )
 
 
 def _compare(table: list[tuple[int, ...]], collective: Collective, rank: int) -> None:

@@ -75,6 +75,8 @@ class Group:
         self.ranks_per_node = ranks_per_node
         self.rank, self.size, self.kind = transport.rank, transport.size, transport.kind
         self.plans: dict[tuple, Any] = {}
+        #: call shapes whose first call has been made (:mod:`ringtree.runtime.calls`)
+        self.checked: set[tuple] = set()
         self._index = {g: r for r, g in enumerate(global_ranks)}
         self._runner: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
@@ -136,6 +138,13 @@ class Group:
             self.plans.clear()
         self.plans[key] = plan
 
+    def see(self, shape: tuple) -> None:
+        """Note that a call of ``shape`` was made (cleared when full, on every rank alike:
+        every rank makes the same calls, so it sees the same shapes)."""
+        if shape not in self.checked and len(self.checked) >= MAX_PLANS:
+            self.checked.clear()
+        self.checked.add(shape)
+
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:
     if len(ranks) > 1 and list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
@@ -167,9 +176,19 @@ def _keep(handle: Any, group: Group) -> None:
 def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
     """The Group of ``handle`` (see the module doc), made on first use; None when this rank
     is not a member. Making it waits for the other members (the first call's ``timeout_s``,
-    default RINGTREE_TIMEOUT): PeerError names any that do not come."""
+    default RINGTREE_TIMEOUT): PeerError names any that do not come. A Group is its own."""
+    global _last_default
+    if type(handle) is Group:
+        return handle
     if handle is None:
+        last = _last_default
+        if last is not None and _torch_world() is last[0]:  # a few attribute reads
+            return last[1]
         handle = _default_handle()
+        group = group_for(handle, timeout_s)
+        if group is not None and handle is _torch_world():
+            _last_default = (handle, group)
+        return group
     group = _known(handle)
     if group is not None:
         return group
@@ -185,11 +204,29 @@ def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
         return group
 
 
+#: (torch's default process group, its Group) once resolved: a call on the default group,
+#: the common case, then costs a few attribute reads instead of torch's is_initialized and
+#: group.WORLD (10-25 us each first call after a pause, with torch's code out of the caches).
+_last_default: tuple[Any, Group] | None = None
+
+
+def _torch_world() -> Any:
+    """torch's default process group read straight from its registry (None when torch.distributed
+    is not loaded, or keeps it elsewhere in another version)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return dist.distributed_c10d._world._default_pg  # type: ignore[union-attr]
+    except AttributeError:
+        return None
+
+
 def forget_groups() -> None:
     """Drop the Groups of process groups and communicators (tests: a fresh start, as in a
     new process; a Transport's Group goes with the Transport)."""
+    global _last_default
     with _lock:
         _by_id.clear()
+        _last_default = None
 
 
 def not_a_member_warning(what: str) -> None:

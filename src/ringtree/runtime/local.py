@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
 
 _POLL_S = 0.05
@@ -164,21 +164,24 @@ def run_local(
     ranks_per_node: int | None = None,
     timeout_s: float = 60.0,
     slice_bytes: int | None = None,
+    splits: Splits | None = None,
 ) -> list[np.ndarray | None]:
     """Run a collective on in-process ranks through the real executor.
 
-    ``inputs`` as for :func:`ringtree.collectives.reference` (for all-gather, block r only);
-    returns what each rank holds afterwards, in the same shape (None where unspecified).
-    Inputs are not modified.
+    ``inputs`` as for :func:`ringtree.collectives.reference` (for all-gather and gather,
+    block r only; gather and scatter blocks must be equal, as torch's are); ``splits``: an
+    all-to-all's split sizes (default: even blocks). Returns what each rank holds afterwards,
+    in the same shape (None where unspecified). Inputs are not modified.
     """
     from ringtree.runtime import api
 
     col = Collective.parse(collective)
     n = len(inputs)
-    count = block_bounds(sum(x.size for x in inputs), n)[-1] if col is Collective.ALL_GATHER else 0
+    total = sum(x.size for x in inputs)
 
     def body(t: LocalTransport) -> np.ndarray | None:
-        x = np.array(inputs[t.rank], copy=True).reshape(-1)
+        r = t.rank
+        x = np.array(inputs[r], copy=True).reshape(-1)
         kw: dict[str, Any] = {
             "algorithm": algorithm,
             "group": t,
@@ -195,13 +198,34 @@ def run_local(
             return x
         if col is Collective.REDUCE:
             api.reduce(x, dst=root, op=op, **kw)
-            return x if t.rank == root else None
+            return x if r == root else None
         if col is Collective.REDUCE_SCATTER:
             b = block_bounds(x.size, n)
-            out = np.empty(b[t.rank + 1] - b[t.rank], dtype=x.dtype)
+            out = np.empty(b[r + 1] - b[r], dtype=x.dtype)
             api.reduce_scatter(out, x, op=op, **kw)
             return out
-        out = np.empty(count, dtype=x.dtype)
+        if col is Collective.ALL_TO_ALL:
+            if splits is None:
+                out = np.empty(n * block_sizes(x.size, n)[r], dtype=x.dtype)
+                api.all_to_all_single(out, x, **kw)
+            else:
+                out = np.empty(sum(splits.received(r)), dtype=x.dtype)
+                api.all_to_all_single(out, x, list(splits.received(r)), list(splits.sent(r)),
+                                      **kw)  # fmt: skip
+            return out
+        if col is Collective.GATHER:
+            parts = [np.empty(x.size, dtype=x.dtype) for _ in range(n)] if r == root else None
+            api.gather(x, parts, dst=root, **kw)
+            return np.concatenate(parts) if parts is not None else None
+        if col is Collective.SCATTER:
+            size = inputs[root].size // n
+            out = np.empty(size, dtype=x.dtype)
+            api.scatter(out, list(x.reshape(n, size)) if r == root else None, src=root, **kw)
+            return out
+        if col is Collective.BARRIER:
+            api.barrier(**kw)
+            return x[:0]
+        out = np.empty(block_bounds(total, n)[-1], dtype=x.dtype)
         api.all_gather(out, x, **kw)
         return out
 

@@ -29,14 +29,24 @@ Where data lives (no copy where none is needed):
   step reading it, or an engine that posts a whole step at once (NCCL: threshold inf) --
   it lands in a scratch slot, posted early, and is copied out when final.
 
+Where chunks are: a rank's input and output buffers hold the chunks the schedule says it
+brings and must end with (:meth:`~ringtree.schedule.Schedule.input_chunks`,
+:meth:`~ringtree.schedule.Schedule.output_chunks`), side by side in that order -- the whole
+layout, a block, or an all-to-all's row and column; in place, the one buffer holds the whole
+layout. Regions are named by their place in the layout; a chunk's place in a buffer comes
+from that order.
+
 Merging: in a step, the regions one rank sends another that are contiguous in the layout and
 move the same way (all reduced, or all copied) travel as one message of up to ``slice_bytes``
 -- recursive halving sends half the buffer as N/2 chunks, which would otherwise be N/2
-messages (each costs ~0.1-0.5 ms of hand-offs on a loaded machine). Sender and receiver
-decide from the schedule alone, so they agree. The first part of a message (its *lead*)
-posts it: the sender's parts are one view when they lie side by side, else they are packed
-into a scratch slot first; the receiver's parts land side by side (consecutive scratch slots,
-or their final place when every part can land there) and are applied one by one.
+messages (each costs ~0.1-0.5 ms of hand-offs on a loaded machine). An all-to-all's blocks
+for one peer lie apart by nature (Bruck's rounds send every other block), so there every
+region one rank sends another in a step joins the message, packed. Sender and receiver
+decide from the schedule and the sizes of the blocks they exchange alone, so they agree.
+The first part of a message (its *lead*) posts it: the sender's parts are one view when they
+lie side by side, else they are packed into a scratch slot first; the receiver's parts land
+side by side (consecutive scratch slots, or their final places when every part can land
+there and those follow each other) and are applied one by one.
 
 Hazards are resolved statically: each send records how many receives must be applied before
 it may be posted; each receive records how many receives must be applied before it is posted
@@ -54,7 +64,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ringtree.collectives import Collective
-from ringtree.schedule import Action, Schedule
+from ringtree.schedule import Action, Schedule, Size
 
 # Buffer ids in a location ``(buffer, start, stop)``.
 INPUT, OUTPUT, SCRATCH = 0, 1, 2
@@ -127,10 +137,10 @@ class RecvOp:
 class Program:
     """Everything rank ``rank`` does to run ``schedule`` on ``count`` elements.
 
-    ``untouched`` lists result regions no step writes; when input and output are different
-    buffers they are copied over at the end. ``result`` lists every region the rank keeps
-    (the AVG division runs over these). Ranges are in elements of the full layout except
-    for OUTPUT locations, which are relative to ``out_offset``.
+    ``untouched``: ``(from, to)`` locations of result regions no step writes, copied from
+    the input to the output while the first messages fly (nothing when in place).
+    ``result``: where every region the rank keeps ends (the AVG division runs over these).
+    ``in_elems`` and ``out_elems``: the sizes the input and output buffers must have.
     """
 
     rank: int
@@ -139,9 +149,9 @@ class Program:
     sends: tuple[SendOp, ...]
     recvs: tuple[RecvOp, ...]
     scratch_elems: int
-    result: tuple[tuple[int, int], ...]
-    untouched: tuple[tuple[int, int], ...]
-    out_offset: int
+    result: tuple[Location, ...]
+    untouched: tuple[tuple[Location, Location], ...]
+    in_elems: int
     out_elems: int
 
     @cached_property
@@ -165,20 +175,20 @@ def slice_bounds(lo: int, hi: int, itemsize: int, slice_bytes: int) -> list[tupl
     return out
 
 
-def result_chunks(s: Schedule, rank: int) -> list[int]:
-    """The chunks ``rank`` must hold at the end (its block for reduce-scatter, all for the
-    root of reduce, none for other ranks of reduce, all otherwise)."""
-    if s.collective is Collective.REDUCE_SCATTER:
-        return list(s.block_chunks(rank))
-    if s.collective is Collective.REDUCE and rank != s.root:
-        return []
-    return list(range(s.n_chunks))
+def positions(bounds: list[int], chunks: list[int]) -> tuple[dict[int, int], int]:
+    """Where each of ``chunks`` starts in a buffer that holds them side by side, in this
+    order, and the buffer's size."""
+    at, out = 0, {}
+    for c in chunks:
+        out[c] = at
+        at += bounds[c + 1] - bounds[c]
+    return out, at
 
 
 def compile_program(
     s: Schedule,
     rank: int,
-    count: int,
+    count: Size,
     itemsize: int,
     *,
     in_place: bool,
@@ -187,8 +197,10 @@ def compile_program(
 ) -> Program:
     """Compile ``rank``'s sends and receives for ``count`` elements.
 
-    in_place: the output buffer is the input buffer (all-reduce, broadcast, reduce,
-    all-gather); reduce-scatter writes rank r's block into a separate output.
+    count: the payload (an element count, or an all-to-all's Splits; a rank needs the sizes
+    of the blocks it sends, forwards and receives only).
+    in_place: the output buffer is the input buffer and holds the whole layout (all-reduce,
+    broadcast, reduce, all-gather); otherwise each holds the rank's chunks (module doc).
     in_place_min_bytes: the message size from which landings go in place and reduced
     messages take turns in recycled slots (None: IN_PLACE_MIN_BYTES). That needs receives
     posted one by one as their landing frees up, so an engine that posts a whole step at once
@@ -196,12 +208,14 @@ def compile_program(
     :meth:`ringtree.runtime.transport.Transport.in_place_from`).
     """
     bounds = s.chunk_bounds(count)
-    keep = set(result_chunks(s, rank))
-    if s.collective is Collective.REDUCE_SCATTER:
-        blk = s.block_chunks(rank)
-        out_offset, out_end = bounds[blk.start], bounds[blk.stop]
+    outputs = s.output_chunks(rank)
+    keep = set(outputs)
+    if in_place:  # one buffer of the whole layout
+        in_pos = out_pos = {c: bounds[c] for c in range(s.n_chunks)}
+        in_elems = out_elems = bounds[-1]
     else:
-        out_offset, out_end = 0, count
+        in_pos, in_elems = positions(bounds, s.input_chunks(rank))
+        out_pos, out_elems = positions(bounds, outputs)
     slices = {c: slice_bounds(bounds[c], bounds[c + 1], itemsize, slice_bytes) for c in keep}
 
     def regions(c: int) -> list[tuple[int, int]]:
@@ -209,10 +223,15 @@ def compile_program(
             slices[c] = slice_bounds(bounds[c], bounds[c + 1], itemsize, slice_bytes)
         return slices[c]
 
-    def home(r: tuple[int, int]) -> Location:  # where region r lives at the end
-        if in_place:
-            return (INPUT, r[0], r[1])
-        return (OUTPUT, r[0] - out_offset, r[1] - out_offset)
+    def place(buffer: int, pos: dict[int, int], c: int, r: tuple[int, int]) -> Location:
+        start = pos[c] + r[0] - bounds[c]
+        return (buffer, start, start + r[1] - r[0])
+
+    def home(c: int, r: tuple[int, int]) -> Location | None:  # where region r of chunk c ends
+        return place(INPUT if in_place else OUTPUT, out_pos, c, r) if c in out_pos else None
+
+    def now(c: int, r: tuple[int, int]) -> Location:  # where it is: its last landing, or input
+        return loc[r] if r in loc else place(INPUT, in_pos, c, r)
 
     # Pass 1: this rank's operations in program order, per step (sends, then receives).
     # per step: sends (peer, region, chunk, reduces?), receives (peer, region, reduces?, chunk)
@@ -242,6 +261,7 @@ def compile_program(
     scratch = 0
     kept = {r for c in keep for r in slices[c]}
     limit = max(1, slice_bytes // itemsize)
+    anywhere = s.collective is Collective.ALL_TO_ALL  # any regions for a peer merge (doc)
 
     def new_slot(n: int) -> Location:
         nonlocal scratch
@@ -258,9 +278,9 @@ def compile_program(
     n_ring = 0
     for k, (snd, rcv) in enumerate(steps):
         base = len(sends)
-        s_lead = _leads([(peer, r, red) for peer, r, _, red in snd], limit)
+        s_lead = _leads([(peer, r, red) for peer, r, _, red in snd], limit, anywhere)
         for j, (peer, r, chunk, _) in enumerate(snd):
-            where = loc.get(r, (INPUT, r[0], r[1]))
+            where = now(chunk, r)
             readers.setdefault(where, []).append((len(sends), k))
             lead = base + s_lead[j]
             post = where if lead == len(sends) else None
@@ -270,14 +290,15 @@ def compile_program(
             if len(parts) > 1:
                 sends[base + j] = _merged_send(parts, new_slot)
         base = len(recvs)
-        r_lead = _leads([(peer, r, red) for peer, r, red, _ in rcv], limit)
+        r_lead = _leads([(peer, r, red) for peer, r, red, _ in rcv], limit, anywhere)
         landing: dict[int, tuple[Location, Location | None, int, tuple[int, ...]]] = {}
         for j, (peer, r, is_reduce, chunk) in enumerate(rcv):
             if r_lead[j] == j:  # the first part of a message: where all its parts land
                 parts = [q for q in range(j, len(rcv)) if r_lead[q] == j]
                 finals = [last_write[rcv[q][1]] == base + q and rcv[q][1] in kept for q in parts]
-                dests = [home(rcv[q][1]) for q in parts]
-                dest_readers = [tuple(si for si, _ in readers.get(d, [])) for d in dests]
+                dests = [home(rcv[q][3], rcv[q][1]) for q in parts]
+                dest_readers = [tuple(si for si, _ in readers.get(d, [])) if d else ()
+                                for d in dests]  # fmt: skip
                 # a big copy lands in place over data sent in an earlier step once that send
                 # is done (posted in a later step than the send's: no deadlock), and a big
                 # partial sum goes to its place once the sends that read it are; small ones
@@ -285,7 +306,8 @@ def compile_program(
                 nbytes = sum(rcv[q][1][1] - rcv[q][1][0] for q in parts) * itemsize
                 big = nbytes >= threshold
                 earlier = big and all(sends[si].step < k for dr in dest_readers for si in dr)
-                direct = not is_reduce and all(finals) and (earlier or not any(dest_readers))
+                direct = (not is_reduce and all(finals) and _side_by_side(dests)
+                          and (earlier or not any(dest_readers)))  # fmt: skip
                 waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
                 recycled = ring and is_reduce and big
                 if recycled:
@@ -319,15 +341,20 @@ def compile_program(
                 parts = [landing[q] for q in range(j, len(rcv)) if r_lead[q] == j]
                 post = (land[0], land[1], parts[-1][0][2])
                 post_after = max(p[2] for p in parts)
-            acc = loc.get(r, (INPUT, r[0], r[1])) if is_reduce else None
+            acc = now(chunk, r) if is_reduce else None
             recvs.append(RecvOp(peer, k, chunk, land, is_reduce, acc, out, post_after,
                                 apply_sends, lead, post, waits if post else ()))  # fmt: skip
             r_steps.append(k)
             final = last_write[r] == base + j and r in kept
-            loc[r] = home(r) if final or (is_reduce and out == home(r)) else land
+            h = home(chunk, r)
+            loc[r] = h if h is not None and (final or (is_reduce and out == h)) else land
             written[r] = base + j
-    result = tuple(r for c in sorted(keep) for r in slices[c])
-    untouched = tuple(r for r in result if r not in written)
+    result = tuple(place(INPUT if in_place else OUTPUT, out_pos, c, r)
+                   for c in outputs for r in slices[c])  # fmt: skip
+    untouched = () if in_place else tuple(
+        (place(INPUT, in_pos, c, r), place(OUTPUT, out_pos, c, r))
+        for c in outputs for r in slices[c] if r not in written
+    )  # fmt: skip
     return Program(
         rank=rank,
         n_steps=len(s.steps),
@@ -337,21 +364,24 @@ def compile_program(
         scratch_elems=scratch,
         result=result,
         untouched=untouched,
-        out_offset=out_offset,
-        out_elems=out_end - out_offset,
+        in_elems=in_elems,
+        out_elems=out_elems,
     )
 
 
-def _leads(entries: list[tuple[int, tuple[int, int], bool]], limit: int) -> list[int]:
+def _leads(
+    entries: list[tuple[int, tuple[int, int], bool]], limit: int, anywhere: bool = False
+) -> list[int]:
     """For each (peer, region, reduces?) of one step, the position of the first part of its
-    message: regions for one peer join the message before when they continue its range, move
-    the same way, and keep it within ``limit`` elements. Depends on the schedule alone, so
-    the sender and the receiver of a message cut it the same way."""
+    message: regions for one peer join the message before when they continue its range (or,
+    ``anywhere``, wherever they are), move the same way, and keep it within ``limit``
+    elements. Depends on the schedule and the regions' sizes alone, so the sender and the
+    receiver of a message cut it the same way."""
     lead = list(range(len(entries)))
     open_msg: dict[int, tuple[int, int, bool, int]] = {}  # peer -> (lead, end, reduces, elems)
     for j, (peer, r, red) in enumerate(entries):
         m, n = open_msg.get(peer), r[1] - r[0]
-        if m is not None and m[1] == r[0] and m[2] == red and m[3] + n <= limit:
+        if m is not None and (anywhere or m[1] == r[0]) and m[2] == red and m[3] + n <= limit:
             lead[j] = m[0]
             open_msg[peer] = (m[0], r[1], red, m[3] + n)
         else:
@@ -359,12 +389,17 @@ def _leads(entries: list[tuple[int, tuple[int, int], bool]], limit: int) -> list
     return lead
 
 
+def _side_by_side(locs: list[Location]) -> bool:
+    """Whether the locations follow each other in one buffer."""
+    return all(a[0] == b[0] and a[2] == b[1] for a, b in itertools.pairwise(locs))
+
+
 def _merged_send(parts: list[SendOp], new_slot: Callable[[int], Location]) -> SendOp:
     """The first part of a message, made to send all of it: one view when the parts lie side
     by side in one buffer, else a scratch slot they are packed into before posting."""
     first, locs = parts[0], [p.loc for p in parts]
     ready = max(p.ready for p in parts)
-    if all(a[0] == b[0] and a[2] == b[1] for a, b in itertools.pairwise(locs)):
+    if _side_by_side(locs):
         return replace(first, post=(first.loc[0], first.loc[1], locs[-1][2]), ready=ready)
     slot = new_slot(sum(x[2] - x[1] for x in locs))
     return replace(first, post=slot, ready=ready, pack=tuple(locs))

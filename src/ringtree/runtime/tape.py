@@ -20,7 +20,10 @@ Instructions (locations flattened to ``buffer, start, stop``):
 * ``(REDUCE, i, ab, alo, ahi, lb, llo, lhi, ob, olo, ohi)``: ``out = acc (op) land`` for
   receive part ``i``;
 * ``(COPY, i, ob, olo, ohi, lb, llo, lhi)``: copy receive part ``i`` to its place;
-* ``(STEP_DONE, step)``: this rank has applied everything it receives up to ``step``.
+* ``(STEP_DONE, step)``: this rank has applied everything it receives up to ``step``;
+* ``(LOCAL, db, dlo, dhi, sb, slo, shi)``: copy a region the rank keeps but no message
+  writes from its input to its output (an all-to-all's own block), once the first messages
+  are posted, so that the copy overlaps their flight.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ringtree.runtime.program import Program
 
-RECV, SEND, WAIT, REDUCE, COPY, STEP_DONE = range(6)
+RECV, SEND, WAIT, REDUCE, COPY, STEP_DONE, LOCAL = range(7)
 Instruction = tuple[Any, ...]
 
 
@@ -74,6 +77,8 @@ def compile_tape(prog: Program) -> tuple[Instruction, ...]:
                 tape.append((RECV, posted_r, *ro.post, ro.peer))
             posted_r += 1
         post_ready_sends(i)
+        if i == 0:
+            tape.extend((LOCAL, *dst, *src) for src, dst in prog.untouched)
         if i == n_recvs:
             break
         ro = recvs[i]

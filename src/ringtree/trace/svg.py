@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ET
 
-from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule
 from ringtree.simulate import initial_holdings, track
@@ -38,6 +37,7 @@ from ringtree.trace.layout import (
     exit_point,
     geometry,
 )
+from ringtree.trace.words import caption, schedule_title
 
 MAX_RANKS = 32
 MAX_CHUNKS = 64
@@ -153,31 +153,6 @@ def _rank_box(
                 fill="none", stroke=INK, stroke_width=1.6)  # fmt: skip
 
 
-def _caption(s: Schedule, k: int) -> str:
-    """What panel ``k`` shows, in words (0: the start)."""
-    c = s.collective
-    if k == 0:
-        if c is Collective.BROADCAST:
-            return f"only rank {s.root} holds the data"
-        if c is Collective.ALL_GATHER:
-            return "each rank holds only its own block"
-        return "each rank holds only its own input"
-    if k == s.n_steps:
-        if c is Collective.REDUCE:
-            return f"done: rank {s.root} holds the result"
-        if c is Collective.REDUCE_SCATTER:
-            return "done: each rank r holds block r of the result"
-        return "done: every rank holds the whole result"
-    actions = [t.action for t in s.steps[k - 1].transfers]
-    reduces, copies = actions.count(Action.REDUCE), actions.count(Action.COPY)
-    moved = f"{len(actions)} chunk{'s' if len(actions) > 1 else ''} sent"
-    if not copies:
-        return f"{moved}, each reduced into the receiver's"
-    if not reduces:
-        return f"{moved}, each stored by the receiver"
-    return f"{moved}: {reduces} reduced, {copies} stored"
-
-
 def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
     """One ``<svg>`` element per panel: the state before step 1, then one per step.
 
@@ -209,7 +184,7 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
         )
         _el(svg, "text", title, x=14.0, y=22.0, font_family=FONT, font_size=14,
             font_weight="bold", fill=INK)  # fmt: skip
-        _el(svg, "text", _caption(s, k), x=14.0, y=39.0, font_family=FONT, font_size=12,
+        _el(svg, "text", caption(s, k), x=14.0, y=39.0, font_family=FONT, font_size=12,
             fill=MUTED)  # fmt: skip
         written = {r: set() for r in range(s.n_ranks)}
         if step:
@@ -254,16 +229,6 @@ def legend_svg(s: Schedule) -> ET.Element:
     _el(g, "text", "a cell's fill: the share of the ranks' inputs that the chunk holds (full: "
         "complete); outlined: written in this step", x=0.0, y=60.0, **text)  # fmt: skip
     return g
-
-
-def schedule_title(s: Schedule) -> str:
-    """``ring all-reduce on 4 ranks, 4 chunks: 6 steps`` (and the root, if any)."""
-    root = "" if s.root is None else f", root {s.root}"
-    chunks = f"{s.n_chunks} chunk{'s' if s.n_chunks > 1 else ''}"
-    ranks = f"{s.n_ranks} rank{'s' if s.n_ranks > 1 else ''}"
-    return f"{s.algorithm} {s.collective.value} on {ranks}, {chunks}{root}: " + (
-        f"{s.n_steps} step{'s' if s.n_steps != 1 else ''}"
-    )
 
 
 def schedule_svg(s: Schedule, *, layout: str = "auto", columns: int | None = None) -> str:

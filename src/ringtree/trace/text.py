@@ -31,7 +31,9 @@ def render_steps(
         table.add_column("time", justify="right")
     for k, st in enumerate(data["steps"]):
         lines = "\n".join(
-            f"{t['src']} -> {t['dst']}  chunk {t['chunk']}  {t['action']:<6}  "
+            f"{t['src']} -> {t['dst']}  chunk {t['chunk']}"
+            + (f" ({t['block']})" if "block" in t else "")
+            + f"  {t['action']:<6}  "
             f"{format_bytes(t['bytes'])}"
             for t in st["transfers"]
         )

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from ringtree.algorithms import BuildSpec, get_algorithm
 from ringtree.collectives import Collective
-from ringtree.cost.forms import dbtree, hierarchical, pairwise, recursive, ring, tree  # noqa: F401
+from ringtree.cost.forms import (  # noqa: F401
+    bruck,
+    dbtree,
+    dissemination,
+    hierarchical,
+    linear,
+    pairwise,
+    recursive,
+    ring,
+    tree,
+)
 from ringtree.cost.forms.base import FORMS, ClosedForm, Estimate, check_rank_limit, closed_form
 from ringtree.errors import RingtreeError
 

@@ -42,6 +42,9 @@ RANK_LIMITS: dict[tuple[Collective, str], int] = {
     (Collective.ALL_REDUCE, "rabenseifner"): 2**20,
     (Collective.ALL_GATHER, "recursive"): 2**20,
     (Collective.REDUCE_SCATTER, "recursive"): 2**20,
+    (Collective.ALL_TO_ALL, "bruck"): 2**20,  # 0.8 s at 2**20
+    (Collective.GATHER, "tree"): 2**20,  # 0.2 s
+    (Collective.SCATTER, "tree"): 2**20,
 }
 
 

@@ -7,6 +7,9 @@ inter (2(M-1) steps): 2(M-1) alpha_inter + 2(M-1) * ceil(ceil(S/g)/M) beta_inter
 all-reduce of one block among the M nodes, all g blocks at once on their own rings.
 So the bytes between nodes are 2(M-1)/M * S/g per rank, 1/g of a ring among the nodes
 (Thakur, Rabenseifner & Gropp 2005 for the ring phases).
+
+The all-to-all (NCCL's PXN, S: one rank's input): intra (g-1) alpha_intra + (g-1)/g S
+beta_intra, inter (M-1) alpha_inter + (M-1)/M S beta_inter.
 """
 
 from __future__ import annotations
@@ -99,3 +102,25 @@ def hierarchical_all_gather(n: int, count: int, itemsize: int, spec: BuildSpec) 
         inter = groups[loc] - smallest if m > 1 else 0
         most = max(most, count - groups[(loc + 1) % g] + inter)
     return Estimate(cost, most * itemsize if n > 1 else 0)
+
+
+@closed_form(Collective.ALL_TO_ALL, "hierarchical")
+def hierarchical_all_to_all(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """Intra: g-1 steps, each moving to one local index its M blocks (group L_j: ~S/g), the
+    largest group setting the step; inter: M-1 steps of g blocks (~S/M), the largest block
+    setting them. Rank (x, l) sends every group but L_l inside its node, then g times each
+    block of L_l but its own, (x, l)'s, between nodes; the last node's blocks are the smallest."""
+    m = check_shape(n, spec.ranks_per_node)
+    g = n // m
+    groups = _group_sizes(count, n, g)
+    base, extra = divmod(count, n)
+    cost = {}
+    if g > 1:
+        cost[INTRA] = Terms(g - 1, (g - 1) * max(groups) * itemsize, 0)
+    if m > 1:
+        cost[INTER] = Terms(m - 1, (m - 1) * g * ceil_div(count, n) * itemsize, 0)
+    most = 0
+    for loc in range(g):
+        inter = g * (groups[loc] - base - (1 if (m - 1) * g + loc < extra else 0)) if m > 1 else 0
+        most = max(most, count - groups[loc] + inter)
+    return Estimate(cost or {INTRA: Terms(0, 0, 0)}, most * itemsize)

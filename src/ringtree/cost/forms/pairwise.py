@@ -1,5 +1,6 @@
 """Closed forms of pairwise exchange (:mod:`ringtree.algorithms.pairwise`; Thakur,
-Rabenseifner & Gropp 2005): the ring's steps and bytes, with every send posted at once."""
+Rabenseifner & Gropp 2005): the ring's steps and bytes, with every send posted at once; and
+the all-to-all's linear shift, (N-1) alpha + (N-1)/N S beta."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def pairwise_all_gather(n: int, count: int, itemsize: int, spec: BuildSpec) -> E
 def pairwise_all_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
     """2(N-1) steps, 2(N-1)/N * S bytes per rank: the ring's 2(N-1) alpha + 2(N-1)/N S beta."""
     return _pairwise(n, count, itemsize, rs=True, ag=True)
+
+
+@closed_form(Collective.ALL_TO_ALL, "pairwise")
+def pairwise_all_to_all(n: int, count: int, itemsize: int, spec: BuildSpec) -> Estimate:
+    """N-1 steps, (N-1)/N * S bytes per rank (S: one rank's input): (N-1) alpha + (N-1)/N S
+    beta. Every step sends every block size once, so the busiest rank carries the largest,
+    ceil(S/N); rank r sends all its blocks but its own (block r, the smallest at most)."""
+    if n == 1:
+        return NOTHING
+    big = ceil_div(count, n) * itemsize
+    return flat(n - 1, (n - 1) * big, 0, (count - count // n) * itemsize)
