@@ -1,6 +1,6 @@
 """Fit the NCCL model's global constants on the fit set of published nccl-tests results.
 
-    .venv/bin/python bench/fit_nccl_model.py [--sweeps 3] [--json]
+    .venv/bin/python bench/fit_nccl_model.py [--sweeps 3] [--only NAME ...] [--json]
 
 The fit set is ``ringtree.bench.nccl_check.FIT_SYSTEMS``; every other system in
 bench/published/ is the check set, which the fit never sees (bench/model_vs_published.py
@@ -32,6 +32,7 @@ SCALARS = (
     ("nvlink_efficiency", 0.8, 1.05),
     ("nvls_chunk_overhead_bytes", 0.0, 96 * 1024.0),
     ("nvls_latency_scale", 0.5, 4.0),
+    ("p2p_peer_us", 0.0, 30.0),
 )
 NETWORKS = ("ib", "efa", "tcpxo")
 
@@ -86,6 +87,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sweeps", type=int, default=3)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--only", nargs="+", metavar="NAME", default=None,
+                   help="fit only these constants (the others stay as they are)")  # fmt: skip
     a = p.parse_args()
     systems = published.load(HERE / "published")
     fitted = [s for s in systems if s.name in nccl_check.FIT_SYSTEMS]
@@ -94,6 +97,11 @@ def main() -> None:
     names = [n for n, _, _ in SCALARS] + [f"eff:{n}" for n in NETWORKS] + ["simple:tcpxo"]
     bounds = {n: (lo, hi) for n, lo, hi in SCALARS} | {f"eff:{n}": (0.4, 1.0) for n in NETWORKS}
     bounds["simple:tcpxo"] = (14.0, 2000.0)
+    if a.only:
+        unknown = sorted(set(a.only) - set(names))
+        if unknown:
+            p.error(f"unknown constant {unknown[0]!r}: expected some of {', '.join(names)}")
+        names = a.only
     for sweep in range(a.sweeps):
         for name in names:
             lo, hi = bounds[name]

@@ -33,7 +33,10 @@ HERE = Path(__file__).parent
 
 
 def tuner_only(cluster, run, size):  # noqa: ANN001, ANN201
-    """NCCL's own prediction for its own choice, as the scorer wants it."""
+    """NCCL's own prediction for its own choice, as the scorer wants it (None for the
+    collectives NCCL runs as point-to-point calls: its tuner does not price them)."""
+    if run.collective not in tuner.NCCL_COLLECTIVES:
+        return None
     topo = topology(cluster, run.nodes, run.gpus_per_node)
     entry = tuner.choose(run.collective, size, topo, tuner.Settings.for_cluster(cluster, run.env))
     return entry.time_us(run.collective, size, topo), f"{entry.algorithm}/{entry.protocol}"

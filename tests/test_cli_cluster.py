@@ -228,3 +228,20 @@ def test_crossover_table_and_plot(capsys, tmp_path):
 )  # fmt: skip
 def test_crossover_bad_input(capsys, argv, said):
     assert said in error(capsys, "crossover", "all-reduce", *argv)
+
+
+def test_all_to_all_on_a_cluster_is_an_nccl_tests_sweep(capsys):
+    out = rows(capsys, "all-to-all", "--cluster", "dgx-h100", "--nodes", "2", "-b", "1M",
+               "-e", "1G", "-f", "32")  # fmt: skip
+    assert [r["size_bytes"] for r in out] == [2**20, 2**25, 2**30]
+    for r in out:
+        assert r["algorithm"] == "p2p" and r["protocol"] == "simple"
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 15 / 16)
+    assert out[0]["busbw_gbps"] < out[-1]["busbw_gbps"]
+
+
+def test_barrier_on_a_cluster_is_refused_with_what_to_price(capsys):
+    msg = error(capsys, "cost", "barrier", "--cluster", "dgx-h100", "--size", "4")
+    assert "NCCL has no barrier" in msg and "all-reduce" in msg
+    msg = error(capsys, "crossover", "all-to-all", "--cluster", "dgx-h100")
+    assert "grouped sends and receives" in msg

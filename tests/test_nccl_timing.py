@@ -348,3 +348,43 @@ def test_one_allowed_pair_is_exactly_the_choice(job, collective, size, data):
     env = {"NCCL_ALGO": NAMES[e.algorithm], "NCCL_PROTO": NAMES[e.protocol]}
     call = predict(collective, size, c, nodes, gpus_per_node=g, env=env)
     assert (call.algorithm, call.protocol) == (e.algorithm, e.protocol)
+
+
+# ------------------------------------------------------------------ point-to-point collectives
+
+P2P = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER)
+
+
+@pytest.mark.parametrize("collective", P2P)
+def test_p2p_collectives_run_as_sends_with_nccl_tests_factor(collective):
+    """alltoall.cu / gather.cu / scatter.cu: busbw = algbw (N-1)/N; NCCL posts one send and
+    receive per peer (no tuner entry: algorithm p2p), LL up to 16 KiB per peer."""
+    c = get_cluster("dgx-h100")
+    for nodes in (1, 2):
+        n = 8 * nodes
+        small = predict(collective, 16384 * n, c, nodes)
+        large = predict(collective, 1 << 30, c, nodes)
+        assert (small.algorithm, small.protocol) == ("p2p", "ll")
+        assert (large.algorithm, large.protocol) == ("p2p", "simple")
+        assert timing.bus_factor(collective, n) == pytest.approx((n - 1) / n)
+        assert large.busbw_Bps == pytest.approx(large.algbw_Bps * (n - 1) / n)
+        assert large.record()["nccl_tuner_time_s"] is None  # NCCL's tuner does not price it
+
+
+def test_all_to_all_is_bound_by_nvlink_in_a_node_and_by_the_nics_across():
+    """One node: each GPU sends (N-1)/N of its buffer over NVLink, so busbw stays under the
+    GPU's NVLink figure (370.8 GB/s on H100). k nodes of g: (N-g)/N leaves through the GPU's
+    share of its node's NICs (8 x 400 Gb/s / 8 = 50 GB/s), so busbw <= 50 (N-1)/(N-g)."""
+    c = get_cluster("dgx-h100")
+    one = predict("all-to-all", 16 << 30, c, 1)
+    assert 0.9 * 370.8 < one.busbw_Bps / 1e9 <= 370.8
+    for nodes in (2, 4, 10):
+        n = 8 * nodes
+        bound = 50.0 * (n - 1) / (n - 8)
+        got = predict("all-to-all", 16 << 30, c, nodes).busbw_Bps / 1e9
+        assert 0.8 * bound < got <= bound
+
+
+def test_barrier_is_not_an_nccl_collective():
+    with pytest.raises(RingtreeError, match="NCCL has no barrier"):
+        predict("barrier", 4, get_cluster("dgx-h100"), 2)

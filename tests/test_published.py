@@ -70,7 +70,8 @@ def test_busbw_is_nccl_tests_arithmetic_on_the_time(path):
             continue
         n = run.n_ranks
         factor = {Collective.ALL_REDUCE: 2 * (n - 1) / n, Collective.ALL_GATHER: (n - 1) / n,
-                  Collective.REDUCE_SCATTER: (n - 1) / n}.get(run.collective, 1.0)  # fmt: skip
+                  Collective.REDUCE_SCATTER: (n - 1) / n,
+                  Collective.ALL_TO_ALL: (n - 1) / n}.get(run.collective, 1.0)  # fmt: skip
         for size, t, b in zip(run.sizes, run.times_us, run.busbw_gbps, strict=True):
             want = size * factor / (t * 1e3)
             unit = 1.0 if t == int(t) and t > 1000 else 0.01

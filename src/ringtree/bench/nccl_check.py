@@ -37,7 +37,7 @@ FIT_SYSTEMS = frozenset({
 CALIBRATION_MAX_BYTES = 1 << 20
 
 
-Predictor = Callable[[Cluster, Run, int], tuple[float, str]]
+Predictor = Callable[[Cluster, Run, int], tuple[float, str] | None]
 
 
 def predictor(params: timing.Params = timing.DEFAULT) -> Predictor:
@@ -50,7 +50,9 @@ def predictor(params: timing.Params = timing.DEFAULT) -> Predictor:
         if key not in cache:
             topo = topology(cluster, run.nodes, run.gpus_per_node)
             settings = tuner.Settings.for_cluster(cluster, run.env)
-            cache[key] = (topo, settings, tuner.table(run.collective, topo, settings))
+            entries = (tuner.table(run.collective, topo, settings)
+                       if run.collective in tuner.NCCL_COLLECTIVES else None)  # fmt: skip
+            cache[key] = (topo, settings, entries)
         topo, settings, entries = cache[key]
         call = timing.predict_on(run.collective, size, topo, settings, params, entries)
         return call.time_s * 1e6, call.nccl_name

@@ -126,6 +126,9 @@ def load(folder: Path) -> list[System]:
 
 
 CONTRADICTED_BY = 1.3
+#: Collectives whose network traffic is each GPU's own (all-to-all: (N-g)/N of every buffer
+#: leaves through the GPU's share of the NICs), not a ring's through the node's NICs.
+P2P_BOUND = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER)
 OLDEST_NCCL = (2, 12)
 MIN_NETWORK_SHARE = 0.25
 
@@ -158,6 +161,9 @@ def anomalies(system: System) -> dict[int, str]:
             )
         c = system.cluster
         line_rate = c.nics_per_node * c.nic_gbps / 8 * run.gpus_per_node / c.gpus_per_node
+        if run.collective in P2P_BOUND:  # each GPU's share of the NICs, in busbw terms
+            n, g = run.n_ranks, run.gpus_per_node
+            line_rate = line_rate / g * (n - 1) / max(n - g, 1)
         best = max(run.busbw_gbps, default=0.0)
         if (i not in out and run.nodes > 1 and max(run.sizes) >= 2**30
                 and best < MIN_NETWORK_SHARE * line_rate):  # fmt: skip
@@ -207,7 +213,7 @@ def spike(run: Run, size: int) -> bool:
 
 
 #: A model as the scorer sees it: (cluster, run, size) -> (time in us, "Algo/Proto" chosen)
-Predictor = Callable[[Cluster, Run, int], tuple[float, str]]
+Predictor = Callable[[Cluster, Run, int], tuple[float, str] | None]
 
 
 def points(systems: list[System], predict: Predictor,
@@ -224,7 +230,10 @@ def points(systems: list[System], predict: Predictor,
                     continue
                 if t is None and b <= 0:
                     continue  # a busbw-only point rounded to 0: nothing to compare
-                pt, choice = predict(sys_.cluster, run, size)
+                got = predict(sys_.cluster, run, size)
+                if got is None:  # the predictor does not price this collective
+                    continue
+                pt, choice = got
                 glitch = spike(run, size)
                 pb = size * bus_factor(run.collective, run.n_ranks) / (pt * 1e3)
                 err = abs(t / pt - 1) if t is not None else abs(pb / b - 1)

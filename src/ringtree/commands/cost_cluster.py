@@ -18,6 +18,7 @@ from rich.table import Table
 from ringtree.commands import args as A
 from ringtree.cost.clusters import Cluster, get_cluster
 from ringtree.cost.nccl import timing, tuner
+from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
 from ringtree.cost.nccl.topology import topology
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
@@ -103,7 +104,8 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise RingtreeError(f"{args.nodes} nodes x {g} GPUs is more than {MAX_GPUS:,} ranks")
     topo = topology(cluster, args.nodes, g)
     settings = tuner.Settings.for_cluster(cluster, os.environ)
-    entries = tuner.table(args.collective, topo, settings)
+    entries = (tuner.table(args.collective, topo, settings)
+               if args.collective in tuner.NCCL_COLLECTIVES else None)  # fmt: skip
     out = []
     for size in sweep_sizes(args):
         if size > MAX_SIZE_BYTES:
@@ -128,9 +130,10 @@ def run(args: argparse.Namespace) -> int:
         raise RingtreeError(
             "on a --cluster the ranks are --nodes x --gpus-per-node: drop -n/--ranks"
         )
-    if args.collective not in tuner.NCCL_COLLECTIVES:
+    if args.collective not in tuner.NCCL_COLLECTIVES and args.collective not in P2P_COLLECTIVES:
         raise RingtreeError(
-            f"the NCCL model has no {args.collective.value} yet: price it on a --link (alpha-beta)"
+            f"NCCL has no {args.collective.value}: torch.distributed's barrier on NCCL is an "
+            "all-reduce of one element (ringtree cost all-reduce --size 4 --cluster ...)"
         )
     if args.params is not None:
         args.size = args.params * dtype_bytes(args.dtype)

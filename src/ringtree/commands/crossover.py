@@ -14,6 +14,7 @@ from ringtree.commands import cost_cluster
 from ringtree.cost.crossover import CrossoverMap, crossover_map
 from ringtree.cost.models import DEFAULT_MODEL, MODELS, parse_model
 from ringtree.cost.nccl import tuner
+from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
 from ringtree.cost.nccl.switches import Switches, switch_points
 from ringtree.cost.nccl.topology import topology
 from ringtree.cost.nccl.tuner import NCCL_COLLECTIVES
@@ -198,7 +199,14 @@ def run_cluster(args: argparse.Namespace) -> int:
     if args.ranks_per_node is not None:
         raise RingtreeError("on a --cluster give --gpus-per-node, not --ranks-per-node")
     if args.collective not in NCCL_COLLECTIVES:
-        raise RingtreeError(f"the NCCL model has no {args.collective.value}")
+        raise RingtreeError(
+            f"NCCL has no algorithm to choose for {args.collective.value}: it runs "
+            + (
+                "as grouped sends and receives (LL up to 16 KiB per peer, then Simple)"
+                if args.collective in P2P_COLLECTIVES
+                else "no such collective"
+            )
+        )
     g = args.gpus_per_node or args.cluster.gpus_per_node
     if args.nodes * g > cost_cluster.MAX_GPUS:
         raise RingtreeError(f"{args.nodes} nodes x {g} GPUs is more than "

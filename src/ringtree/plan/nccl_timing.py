@@ -6,12 +6,11 @@ nodes is ``nodes=k, gpus_per_node=g`` (one member per node reaches that GPU's NI
 group is priced as evenly spread over as many nodes. Identical calls are priced once (a search
 prices thousands of configurations from a few hundred distinct calls).
 
-Point-to-point (pipeline sends) and all-to-all (expert parallelism) are priced per link,
-alpha-beta: inside a node NVLink (NCCL's figure for the GPU) at ``P2P_EFFICIENCY``; across
-nodes the GPU's share of its node's NICs at the network's efficiency from the NCCL model. An
-all-to-all of S bytes per GPU on n ranks, g per node, sends S (g-1)/n over NVLink and
-S (n-g)/n through the NICs at the same time (NCCL runs it as grouped sends and receives to
-every peer), after one latency.
+An all-to-all (expert parallelism) is the NCCL model's too (:mod:`ringtree.cost.nccl.p2p`:
+grouped sends and receives to every peer; S (g-1)/n bytes per GPU over NVLink while the node's
+NICs carry the rest). Point-to-point pipeline sends are priced per link, alpha-beta: inside a
+node NVLink (NCCL's figure for the GPU) at ``P2P_EFFICIENCY``; across nodes the GPU's share of
+its node's NICs at the network's efficiency from the NCCL model.
 """
 
 from __future__ import annotations
@@ -77,12 +76,5 @@ class NcclTimer:
         return CallTime("p2p", P2P_INTER_S + nbytes / self.inter_Bps, nbytes, P2P_INTER_S)
 
     def _all_to_all(self, shape: GroupShape, nbytes: int) -> CallTime:
-        """One all-to-all of ``nbytes`` per GPU (module doc)."""
-        n = shape.size
-        if n == 1 or nbytes == 0:
-            return CallTime("none", 0.0, 0, 0.0)
-        g = n if shape.intra else (shape.per_node or 1)
-        intra = nbytes * (g - 1) / n / self.intra_Bps
-        inter = nbytes * (n - g) / n / self.inter_Bps
-        lat = P2P_INTRA_S if shape.intra else P2P_INTER_S
-        return CallTime("all-to-all", lat + max(intra, inter), nbytes * (n - 1) / n, lat)
+        """One all-to-all of ``nbytes`` per GPU, as NCCL runs it (module doc)."""
+        return self._call(Collective.ALL_TO_ALL, shape, nbytes, 1)

@@ -15,7 +15,7 @@ PROTOCOLS = ("ll", "ll128", "simple")
 NCCL_NAMES = {
     "tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
     "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT",
-    "ll": "LL", "ll128": "LL128", "simple": "Simple",
+    "ll": "LL", "ll128": "LL128", "simple": "Simple", "p2p": "P2P",
 }  # fmt: skip
 
 #: baseLat[algo][proto], us (tuning.cc:134-137 at 2.27.7; PAT's row added in 2.30.7)

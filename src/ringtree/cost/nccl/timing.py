@@ -41,8 +41,9 @@ from typing import Any
 from ringtree.collectives import Collective
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import constants as k
-from ringtree.cost.nccl import tuner
+from ringtree.cost.nccl import p2p, tuner
 from ringtree.cost.nccl.topology import Topology, topology
+from ringtree.errors import RingtreeError
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class Params:
 
     host_us: float = 13.0
     kernel_us: float = 0.0
+    #: posting and completing one peer's send and receive in a grouped p2p call (fitted)
+    p2p_peer_us: float = 3.10
     intra_latency_scale: float = 1.218
     ll128_latency_scale: float = 1.346
     simple_latency_scale: float = 1.193
@@ -97,7 +100,8 @@ class NcclCall:
     algorithm, protocol: NCCL's choice (its spelling in ``nccl_name``); channels: what NCCL
     gives the call. time_s: ringtree's prediction; host_s, latency_s, bandwidth_s: its parts
     (the time is their soft maximum, see the module doc). busbw/algbw: nccl-tests' figures for
-    that time. nccl_time_s: what NCCL's own tuner predicts for its choice (for comparison).
+    that time. nccl_time_s: what NCCL's own tuner predicts for its choice (for comparison;
+    NaN for point-to-point collectives, which its tuner does not price).
     """
 
     collective: Collective
@@ -132,18 +136,21 @@ class NcclCall:
             "algbw_gbps": self.algbw_Bps / 1e9, "busbw_gbps": self.busbw_Bps / 1e9,
             "algorithm": self.algorithm, "protocol": self.protocol, "channels": self.channels,
             "nccl": self.nccl_name, "host_s": self.host_s, "latency_s": self.latency_s,
-            "bandwidth_s": self.bandwidth_s, "nccl_tuner_time_s": self.nccl_time_s,
+            "bandwidth_s": self.bandwidth_s,
+            "nccl_tuner_time_s": None if math.isnan(self.nccl_time_s) else self.nccl_time_s,
         }  # fmt: skip
 
 
 def bus_factor(collective: Collective, n: int) -> float:
-    """nccl-tests' busbw / algbw: all-reduce 2(N-1)/N, all-gather and reduce-scatter
-    (N-1)/N, broadcast and reduce 1 (nccl-tests' PERFORMANCE.md)."""
+    """nccl-tests' busbw / algbw: all-reduce 2(N-1)/N, all-gather, reduce-scatter,
+    all-to-all, gather and scatter (N-1)/N, broadcast and reduce 1 (nccl-tests'
+    PERFORMANCE.md, alltoall.cu, gather.cu, scatter.cu)."""
     if n == 1:
         return 0.0 if collective is not Collective.BROADCAST else 1.0
     if collective is Collective.ALL_REDUCE:
         return 2 * (n - 1) / n
-    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
+                      Collective.GATHER, Collective.SCATTER):  # fmt: skip
         return (n - 1) / n
     return 1.0
 
@@ -353,6 +360,13 @@ def predict_on(
     if n == 1:
         return NcclCall(col, size_bytes, 1, topo.nodes, "ring", "simple", 1, host * 1e-6,
                         host * 1e-6, 0.0, 0.0, 0.0, 0.0)  # fmt: skip
+    if col in p2p.P2P_COLLECTIVES:
+        return _predict_p2p(col, size_bytes, topo, params, host)
+    if col not in tuner.NCCL_COLLECTIVES:
+        raise RingtreeError(
+            f"NCCL has no {col.value}: torch.distributed's barrier on NCCL is an all-reduce of "
+            "one element (price all-reduce --size 4)"
+        )
     entry = tuner.choose(col, size_bytes, topo, settings, entries)
     lat = latency_us(entry, col, topo, params)
     bw = busbw(entry, col, size_bytes, topo, settings, params)
@@ -367,3 +381,22 @@ def predict_on(
         host * 1e-6,
         lat * 1e-6, band * 1e-6, bus, entry.time_us(col, size_bytes, topo) * 1e-6,
     )  # fmt: skip
+
+
+def _predict_p2p(col: Collective, size: int, topo: Topology, p: Params, host: float) -> NcclCall:
+    """All-to-all, gather, scatter as NCCL's grouped sends and receives (:mod:`.p2p`)."""
+    c = topo.cluster
+    proto = p2p.protocol(size, topo)
+    nvlink_bytes, net_bytes = p2p.bytes_moved(col, size, topo)
+    half = 0.5 if proto == "ll" else 1.0  # LL: half of each line is flags
+    band = nvlink_bytes / (1000.0 * intra_busbw(topo, p) * half)
+    if topo.nodes > 1:
+        band = max(band, net_bytes / (1000.0 * net_busbw(topo, p) * half))
+    scale = p.intra_latency_scale * p.simple_latency_scale
+    lat = p2p.latency_us(topo, c.net_hop_us or p.hop_us(c.network), scale, p.p2p_peer_us)
+    q = p.softmax_power
+    t_us = (host**q + (lat + band) ** q) ** (1 / q)
+    bus = size * bus_factor(col, topo.n_ranks) / (t_us * 1e-6)
+    return NcclCall(col, size, topo.n_ranks, topo.nodes, "p2p", proto,
+                    tuner.execution_channels(topo), t_us * 1e-6, host * 1e-6, lat * 1e-6,
+                    band * 1e-6, bus, math.nan)  # fmt: skip
