@@ -181,13 +181,13 @@ def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
     if type(handle) is Group:
         return handle
     if handle is None:
-        last = _last_default
-        if last is not None and _torch_world() is last[0]:  # a few attribute reads
+        last, world = _last_default, _torch_world()
+        if last is not None and world is last[0]:  # a few attribute reads
             return last[1]
         handle = _default_handle()
         group = group_for(handle, timeout_s)
-        if group is not None and handle is _torch_world():
-            _last_default = (handle, group)
+        if group is not None and world is not _UNREADABLE:
+            _last_default = (world, group)
         return group
     group = _known(handle)
     if group is not None:
@@ -204,20 +204,27 @@ def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
         return group
 
 
-#: (torch's default process group, its Group) once resolved: a call on the default group,
-#: the common case, then costs a few attribute reads instead of torch's is_initialized and
-#: group.WORLD (10-25 us each first call after a pause, with torch's code out of the caches).
+#: (torch's default process group or None, the default Group) as last resolved: while torch's
+#: default group stays the same object (None: torch.distributed not initialized, MPI's
+#: COMM_WORLD is the default), a call on the default group, the common case, costs a few
+#: attribute reads instead of torch's is_initialized and group.WORLD (10-25 us each first call
+#: after a pause, with torch's code out of the caches) or the MPI lookup.
 _last_default: tuple[Any, Group] | None = None
+#: _torch_world's answer when this torch keeps its default group elsewhere (nothing cached).
+_UNREADABLE = object()
 
 
 def _torch_world() -> Any:
-    """torch's default process group read straight from its registry (None when torch.distributed
-    is not loaded, or keeps it elsewhere in another version)."""
+    """torch's default process group read straight from its registry: None when
+    torch.distributed is not loaded or not initialized, _UNREADABLE when this version of torch
+    keeps it elsewhere."""
     dist = sys.modules.get("torch.distributed")
-    try:
-        return dist.distributed_c10d._world._default_pg  # type: ignore[union-attr]
-    except AttributeError:
+    if dist is None:
         return None
+    try:
+        return dist.distributed_c10d._world._default_pg
+    except AttributeError:
+        return _UNREADABLE
 
 
 def forget_groups() -> None:
