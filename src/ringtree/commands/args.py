@@ -176,6 +176,20 @@ def add_workers(
     )
 
 
+def add_ranks_per_node(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--ranks-per-node G`` (default None: one node), for the hierarchical algorithms."""
+    parser.add_argument("--ranks-per-node", type=positive_int, default=None, metavar="G", help=help)
+
+
+def add_nodes(parser: Any, gpus_help: str) -> None:
+    """``--nodes K`` (default 1) and ``--gpus-per-node G`` (default None: the cluster's) of a
+    --cluster; ``parser`` may be an argument group."""
+    parser.add_argument("--nodes", type=positive_int, default=1, metavar="K",
+                        help="nodes of the --cluster (default 1)")  # fmt: skip
+    parser.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="G",
+                        help=gpus_help)  # fmt: skip
+
+
 def output_file(*suffixes: str, stdout_dash: bool = False) -> Callable[[str], str]:
     """A path the command will write, checked when the arguments are read, before any work:
     its suffix (one of ``suffixes``, when given) and that it can be written (the folder

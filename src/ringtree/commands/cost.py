@@ -95,13 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="pipeline chunks for chain/tree algorithms (default: the best power of two)",
     )
-    p.add_argument(
-        "--ranks-per-node",
-        type=A.positive_int,
-        default=None,
-        metavar="G",
-        help="ranks per node, for hierarchical (N = nodes x G; give --link INTRA+INTER)",
-    )
+    A.add_ranks_per_node(p, "ranks per node, for hierarchical (N = nodes x G; give --link "
+                         "INTRA+INTER)")  # fmt: skip
     p.add_argument(
         "--compute",
         type=A.positive_duration,

@@ -42,14 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a preset of 'ringtree clusters' or a TOML file with a [cluster] table: prices "
         "with the NCCL model (its choice of algorithm, protocol and channels)",
     )
-    g.add_argument("--nodes", type=A.positive_int, default=1, metavar="K", help="nodes (default 1)")
-    g.add_argument(
-        "--gpus-per-node",
-        type=A.positive_int,
-        default=None,
-        metavar="G",
-        help="GPUs of each node in the job (default: all of the cluster's)",
-    )
+    A.add_nodes(g, "GPUs of each node in the job (default: all of the cluster's)")
     g.add_argument("-b", "--minbytes", type=A.nccl_tests_size, default=None, metavar="MIN",
                    help="sweep from MIN bytes (nccl-tests' -b, its units: 8G = 8 GiB)")  # fmt: skip
     g.add_argument("-e", "--maxbytes", type=A.nccl_tests_size, default=None, metavar="MAX",

@@ -64,10 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME|FILE.toml",
         help="a preset of 'ringtree clusters' or a [cluster] TOML: NCCL's switch points there",
     )
-    p.add_argument("--nodes", type=A.positive_int, default=1, metavar="K",
-                   help="nodes of the --cluster (default 1)")  # fmt: skip
-    p.add_argument("--gpus-per-node", type=A.positive_int, default=None, metavar="G",
-                   help="GPUs of each node in the job (default: the --cluster's)")  # fmt: skip
+    A.add_nodes(p, "GPUs of each node in the job (default: the --cluster's)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument(
         "--model",
@@ -75,13 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=[*MODELS, "nccl"],
         help=f"cost model (default: {DEFAULT_MODEL} on a --link, nccl on a --cluster)",
     )
-    p.add_argument(
-        "--ranks-per-node",
-        type=A.positive_int,
-        default=None,
-        metavar="G",
-        help="ranks per node: adds hierarchical (N = nodes x G)",
-    )
+    A.add_ranks_per_node(p, "ranks per node: adds hierarchical (N = nodes x G)")
     p.add_argument(
         "--min-size", type=A.size, default=None, help="smallest buffer (default: one element)"
     )

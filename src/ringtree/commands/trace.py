@@ -69,13 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="pipeline chunks for chain/tree algorithms (dbtree: per half)",
     )
-    p.add_argument(
-        "--ranks-per-node",
-        type=A.positive_int,
-        default=None,
-        metavar="G",
-        help="ranks per node, for hierarchical (N must be nodes x G)",
-    )
+    A.add_ranks_per_node(p, "ranks per node, for hierarchical (N must be nodes x G)")
     p.add_argument(
         "--no-fold",
         dest="fold",

@@ -116,27 +116,12 @@ def exchange(transport: Transport, sig: CallSignature, timeout_s: float) -> None
     n, rank = control.size, control.rank
     if n == 1:
         return
-    mine = np.array(sig.encode(), dtype=np.int64)
-    table = np.zeros((n, mine.size), dtype=np.int64)
-    table[rank] = mine
-    peers = [p for p in range(n) if p != rank]
-    recvs = [control.recv(table[p], p) for p in peers]
-    sends = [control.send(mine, p) for p in peers]
-    deadline = time.perf_counter() + timeout_s
-    missing = []
-    for p, req in [*zip(peers, recvs, strict=True), *zip(peers, sends, strict=True)]:
-        if p in missing:
-            continue
-        try:
-            control.wait(req, max(deadline - time.perf_counter(), 0.001))
-        except (TransportTimeout, TransportClosed):
-            missing.append(p)
+    table, missing = _share(control, np.array(sig.encode(), dtype=np.int64), timeout_s)
     if missing:
-        who = ", ".join(map(str, missing))
         raise PeerError(
             f"rank {rank}: fingerprint exchange before {sig.collective.value}: nothing came "
-            f"from rank{'s' if len(missing) > 1 else ''} {who} within the {timeout_s:g} s "
-            "timeout (died, hangs, or is running a call it made before without this check)",
+            f"from {_ranks(missing)} within the {timeout_s:g} s timeout (died, hangs, or is "
+            "running a call it made before without this check)",
             rank=rank, peer=missing[0], step=0,
         )  # fmt: skip
     _compare([tuple(r) for r in table.tolist()], sig.collective, rank)
@@ -151,19 +136,12 @@ def _check_splits(control: Transport, sig: CallSignature, timeout_s: float) -> N
     mine = np.array(sig.splits, dtype=np.int64)
     if mine.size != 2 * n:
         mine = np.resize(mine, 2 * n)  # a wrong length was refused before; keep the shape
-    table = np.zeros((n, 2 * n), dtype=np.int64)
-    table[rank] = mine
-    peers = [p for p in range(n) if p != rank]
-    reqs = [control.recv(table[p], p) for p in peers] + [control.send(mine, p) for p in peers]
-    deadline = time.perf_counter() + timeout_s
-    for p, req in zip(peers + peers, reqs, strict=True):
-        try:
-            control.wait(req, max(deadline - time.perf_counter(), 0.001))
-        except (TransportTimeout, TransportClosed):
-            raise PeerError(
-                f"rank {rank}: split sizes before all-to-all: nothing came from rank {p} "
-                f"within the {timeout_s:g} s timeout", rank=rank, peer=p, step=0,
-            ) from None  # fmt: skip
+    table, missing = _share(control, mine, timeout_s)
+    if missing:
+        raise PeerError(
+            f"rank {rank}: split sizes before all-to-all: nothing came from {_ranks(missing)} "
+            f"within the {timeout_s:g} s timeout", rank=rank, peer=missing[0], step=0,
+        )  # fmt: skip
     bad = [(s, d, int(table[s][d]), int(table[d][n + s]))
            for s in range(n) for d in range(n) if table[s][d] != table[d][n + s]]  # fmt: skip
     if not bad:
@@ -180,6 +158,32 @@ def _check_splits(control: Transport, sig: CallSignature, timeout_s: float) -> N
     )
 
 
+def _share(control: Transport, mine: np.ndarray, timeout_s: float) -> tuple[np.ndarray, list[int]]:
+    """Every rank's row ``mine`` sent to every other: (the table of rows, row r from rank r;
+    the peers whose row did not come, or that did not take this one, within ``timeout_s``)."""
+    n, rank = control.size, control.rank
+    table = np.zeros((n, mine.size), dtype=np.int64)
+    table[rank] = mine
+    peers = [p for p in range(n) if p != rank]
+    recvs = [control.recv(table[p], p) for p in peers]
+    sends = [control.send(mine, p) for p in peers]
+    deadline = time.perf_counter() + timeout_s
+    missing: list[int] = []
+    for p, req in [*zip(peers, recvs, strict=True), *zip(peers, sends, strict=True)]:
+        if p in missing:
+            continue
+        try:
+            control.wait(req, max(deadline - time.perf_counter(), 0.001))
+        except (TransportTimeout, TransportClosed):
+            missing.append(p)
+    return table, missing
+
+
+def _ranks(ranks: list[int]) -> str:
+    """ "rank 3" or "ranks 1, 2"."""
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+
+
 def _compare(table: list[tuple[int, ...]], collective: Collective, rank: int) -> None:
     counts = Counter(table)
     top = max(counts.values())
@@ -188,9 +192,8 @@ def _compare(table: list[tuple[int, ...]], collective: Collective, rank: int) ->
         return
     rejected = [r for r, row in enumerate(table) if row[-1] == 0]
     if rejected:
-        who = ", ".join(map(str, rejected))
         raise MismatchError(
-            f"rank {rank}: rank{'s' if len(rejected) > 1 else ''} {who} rejected "
+            f"rank {rank}: {_ranks(rejected)} rejected "
             f"{'their' if len(rejected) > 1 else 'its'} input to {collective.value} "
             "(see that rank's error)",
             ranks=rejected,
@@ -212,6 +215,6 @@ def _compare(table: list[tuple[int, ...]], collective: Collective, rank: int) ->
     )
     raise MismatchError(
         f"rank {rank}: ranks disagree on the {collective.value} call: {'; '.join(parts)}; "
-        f"rank{'s' if len(agree) > 1 else ''} {', '.join(map(str, agree))} called with {want}",
+        f"{_ranks(agree)} called with {want}",
         ranks=odd,
     )
