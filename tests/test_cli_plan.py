@@ -196,6 +196,20 @@ def test_search_json_and_table(capsys, tmp_path):
     assert json.loads(chrome.read_text())["traceEvents"]
 
 
+def test_search_sharding_keeps_only_those_stages(capsys):
+    argv = ["plan", "--model", "13b", "--cluster", "dgx-h100", "--nodes", "2",
+            "--global-batch", "32", "--search", "--top", "40", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--sharding", "zero2,fsdp"]) == 0
+    some = json.loads(capsys.readouterr().out)
+    assert {p["strategy"].split(",")[0] for p in some["plans"]} <= {"zero2", "zero3"}
+    assert 0 < some["considered"] < every["considered"]
+    # its best is the best zero2/zero3 plan of the unrestricted search
+    kept = [p for p in every["plans"] if p["strategy"].split(",")[0] in ("zero2", "zero3")]
+    assert kept and some["plans"][0]["step_time_s"] == pytest.approx(kept[0]["step_time_s"])
+
+
 def test_calibrate_step(capsys):
     argv = [*HW, "--strategy", "zero1,tp=8,pp=2,sp", "--recompute", "selective"]
     assert main([*argv, "--calibrate-step", "20s", "--json"]) == 0
@@ -232,6 +246,8 @@ def test_mixtral_expert_parallel_lists_the_all_to_alls(capsys):
         [*HW, "--strategy", "pp=2,v=2,tp=8", "--chrome", "/nonexistent/dir/x.json"],
         ["plan", "--gpus", "8", "--params", "7e9", "--cluster", "dgx-h100", "--search"],
         [*HW, "--search", "--objective", "speed"],
+        [*HW[:-2], "--search", "--sharding", "zero4"],
+        [*HW, "--strategy", "tp=8", "--sharding", "zero2"],  # narrows nothing without --search
     ],
 )
 def test_bad_plan_input_is_one_line_exit_2(argv):

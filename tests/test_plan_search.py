@@ -11,7 +11,7 @@ from ringtree.plan.planner import plan
 from ringtree.plan.presets import PRESETS
 from ringtree.plan.record import Training
 from ringtree.plan.search import _groups, _Scorer, candidates, search
-from ringtree.plan.strategy import Layout
+from ringtree.plan.strategy import Layout, parse_flavors
 
 H100 = get_cluster("dgx-h100")
 
@@ -56,6 +56,21 @@ def test_fixed_settings_and_frameworks_narrow_the_space():
     ds = list(candidates(m, c, replace(tr, framework="deepspeed"), 2, None, None))
     assert all(x.layout.v == 1 and not x.layout.sp and x.layout.cp == 1 for x in ds)
     assert all(x.layout.flavor in ("ddp", "zero1") for x in ds if x.layout.pp > 1)
+
+
+def test_flavours_parse_in_order_and_narrow_the_space():
+    assert parse_flavors("fsdp, zero2") == ("zero2", "zero3")
+    assert parse_flavors("ZeRO-1,ddp") == ("ddp", "zero1")
+    for bad in ("zero4", "", ","):
+        with pytest.raises(RingtreeError, match="data-parallel flavours"):
+            parse_flavors(bad)
+    m, c = PRESETS["7b"], from_hardware(get_cluster("dgx-a100"), 2)
+    tr = Training(global_batch=32)
+    every = list(candidates(m, c, tr, 2, None, "none"))
+    z2 = list(candidates(m, c, tr, 2, None, "none", ("zero2",)))
+    assert z2 == [x for x in every if x.layout.flavor == "zero2"]
+    ds = replace(tr, framework="deepspeed")  # no ZeRO-2 beside DeepSpeed's pipeline
+    assert all(x.layout.pp == 1 for x in candidates(m, c, ds, 2, None, "none", ("zero2",)))
 
 
 def test_cost_objective_tries_fewer_nodes():

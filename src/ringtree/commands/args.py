@@ -100,6 +100,13 @@ def _convert(parse: Callable[[str], Any], text: str) -> Any:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def flavors(text: str) -> tuple[str, ...]:
+    """Data-parallel flavours, comma-separated: ``zero2,zero3`` (fsdp = zero3)."""
+    from ringtree.plan.strategy import parse_flavors
+
+    return _convert(parse_flavors, text)
+
+
 def _number(text: str, minimum_exclusive: bool) -> float:
     """A float from MIN_POSITIVE_NUMBER (or 0 unless ``minimum_exclusive``) to MAX_NUMBER."""
     try:

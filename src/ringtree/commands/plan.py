@@ -29,7 +29,7 @@ from ringtree.plan.planner import compare, plan
 from ringtree.plan.presets import PRESETS, get_model
 from ringtree.plan.record import DP_OVERLAP, Training
 from ringtree.plan.search import OBJECTIVES, search
-from ringtree.plan.strategy import candidate_strategies, parse_strategy
+from ringtree.plan.strategy import FLAVORS, candidate_strategies, parse_strategy
 from ringtree.units import dtype_bytes, format_percent, parse_size
 
 DEFAULT_INTRA, DEFAULT_INTER = "nvlink4", "ib-ndr"
@@ -86,6 +86,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--search: how many to show (5)")  # fmt: skip
     t.add_argument("--objective", choices=OBJECTIVES, default="time",
                    help="--search: step time, or dollars (GPU-seconds) per token")  # fmt: skip
+    t.add_argument("--sharding", type=A.flavors, metavar="F,...",
+                   help="--search: only these data-parallel flavours, e.g. zero2,zero3 for what "
+                   "your framework runs (default: ddp, zero1, zero2, zero3)")  # fmt: skip
     t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
                    help="flash (FlashAttention) or unfused (Megatron before 2022)")  # fmt: skip
@@ -248,6 +251,9 @@ def run(args: argparse.Namespace) -> int:
     training = _training(args, cluster)
     if args.search and args.compare is not None:
         raise RingtreeError("give --search or --compare, not both")
+    if args.sharding is not None and not args.search:
+        raise RingtreeError("--sharding narrows --search: give --search too (or --strategy "
+                            "with the flavour you want)")  # fmt: skip
     if args.compare is not None and args.strategy is not None:
         raise RingtreeError("give --strategy or --compare, not both")
     if args.search and args.strategy is not None and args.calibrate_step is None:
@@ -266,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
     if args.search:
         found = search(model, cluster, training, args.top, args.objective,
                        fixed_micro_batch=args.micro_batch is not None,
-                       fixed_recompute=args.recompute is not None)  # fmt: skip
+                       fixed_recompute=args.recompute is not None,
+                       flavors=args.sharding or FLAVORS)  # fmt: skip
         _pictures(args, found.plans[0] if found.plans else None)
         if args.json:
             print_json(found.to_json())

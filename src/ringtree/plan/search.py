@@ -13,9 +13,10 @@ What is tried (Megatron-LM's rules, where a framework has one):
   under DeepSpeed's pipeline engine, which has neither interleaving nor sp nor cp, and runs
   ZeRO-1 at most beside a pipeline);
 - dp: what is left; ep: the powers of two that divide dp and the experts;
-- the ZeRO stage (``ddp``, ``zero1``, ``zero2``, ``zero3``), micro-batches of 1, 2, 4, ... that
-  divide the batch per replica, recomputation none, selective and full; a micro-batch or a
-  recomputation given on the command line is kept.
+- the ZeRO stage (``ddp``, ``zero1``, ``zero2``, ``zero3``; ``flavors`` keeps those a
+  framework runs, e.g. ``zero2`` alone for an FSDP that does not reshard after forward),
+  micro-batches of 1, 2, 4, ... that divide the batch per replica, recomputation none,
+  selective and full; a micro-batch or a recomputation given on the command line is kept.
 
 Each is checked for memory first (cheap); those that fit are timed with the compute model and
 the NCCL model (:func:`ringtree.plan.planner.modelled_step`, whose calls are cached: thousands
@@ -107,9 +108,12 @@ class _Group:
     flavors: tuple[str, ...]
 
 
-def _groups(model: Model, cluster: Cluster, training: Training, nodes: int,
-            fixed_b: int | None) -> Iterator[_Group]:  # fmt: skip
-    """The space of the module doc on ``nodes`` nodes, flavours and recomputation apart."""
+def _groups(
+    model: Model, cluster: Cluster, training: Training, nodes: int, fixed_b: int | None,
+    allowed: tuple[str, ...] = FLAVORS,
+) -> Iterator[_Group]:  # fmt: skip
+    """The space of the module doc on ``nodes`` nodes, flavours (of ``allowed``) and
+    recomputation apart."""
     assert model.layers and model.seq_len and model.heads
     gpus = nodes * cluster.gpus_per_node
     layers = model.layers
@@ -136,7 +140,9 @@ def _groups(model: Model, cluster: Cluster, training: Training, nodes: int,
                     v for v in range(2, MAX_V + 1) if pp > 1 and pp * v <= layers and megatron
                 ]
                 eps = [e for e in _powers(dp) if model.experts % e == 0] if model.moe else [1]
-                fl = flavors if pp > 1 else FLAVORS
+                fl = tuple(f for f in (flavors if pp > 1 else FLAVORS) if f in allowed)
+                if not fl:
+                    continue
                 for ep in eps:
                     for b in bs:
                         if per_replica % b:
@@ -150,10 +156,11 @@ def _groups(model: Model, cluster: Cluster, training: Training, nodes: int,
 
 
 def candidates(model: Model, cluster: Cluster, training: Training, nodes: int,
-               fixed_b: int | None, fixed_rc: str | None) -> Iterator[Candidate]:  # fmt: skip
+               fixed_b: int | None, fixed_rc: str | None,
+               flavors: tuple[str, ...] = FLAVORS) -> Iterator[Candidate]:  # fmt: skip
     """Every configuration on ``nodes`` nodes of ``cluster`` (module doc)."""
     recs = [fixed_rc] if fixed_rc else list(RECOMPUTE)
-    for g in _groups(model, cluster, training, nodes, fixed_b):
+    for g in _groups(model, cluster, training, nodes, fixed_b, flavors):
         for rc in recs:
             for flavor in g.flavors:
                 lay = Layout(flavor, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
@@ -232,8 +239,10 @@ class _Scorer:
 def search(
     model: Model, cluster: Cluster, training: Training, top: int = 5, objective: str = "time",
     fixed_micro_batch: bool = False, fixed_recompute: bool = False,
+    flavors: tuple[str, ...] = FLAVORS,
 ) -> SearchResult:  # fmt: skip
-    """Every configuration, the fitting ones timed, the best ``top`` planned (module doc)."""
+    """Every configuration, the fitting ones timed, the best ``top`` planned (module doc);
+    ``flavors``: the ZeRO stages tried."""
     if objective not in OBJECTIVES:
         raise RingtreeError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
     if not modelled(model, cluster, training):
@@ -252,7 +261,7 @@ def search(
     total = sum(
         len(g.flavors) * len(recs)
         for nodes in node_counts
-        for g in _groups(model, replace(cluster, nodes=nodes), training, nodes, fixed_b)
+        for g in _groups(model, replace(cluster, nodes=nodes), training, nodes, fixed_b, flavors)
     )
     if total > MAX_CONSIDERED:
         raise RingtreeError(
@@ -264,7 +273,7 @@ def search(
     scored: list[tuple[float, Candidate]] = []
     for nodes in node_counts:
         sub = replace(cluster, nodes=nodes)
-        for g in _groups(model, sub, training, nodes, fixed_b):
+        for g in _groups(model, sub, training, nodes, fixed_b, flavors):
             glob = g.m * g.b * g.dp
             tokens = glob * model.seq_len
             for rc in recs:

@@ -104,6 +104,20 @@ def _degree(key: str, value: str, text: str) -> int:
     return n
 
 
+def parse_flavors(text: str) -> tuple[str, ...]:
+    """Data-parallel flavours, comma-separated (``zero2,zero3``; ``fsdp`` = ``zero3``), in
+    FLAVORS order; RingtreeError on an unknown one."""
+    names = [w.strip().lower() for w in text.split(",") if w.strip()]
+    bad = [w for w in names if _ALIASES.get(w, w) not in FLAVORS]
+    if bad or not names:
+        raise RingtreeError(
+            f"data-parallel flavours {text!r}: expected some of {', '.join(FLAVORS)} (fsdp = "
+            "zero3), joined by commas"
+        )
+    chosen = {_ALIASES.get(w, w) for w in names}
+    return tuple(f for f in FLAVORS if f in chosen)
+
+
 def parse_strategy(text: str) -> Strategy:
     """A Strategy from ``ddp``, ``zero3``, ``tp=8``, ``dp=4,tp=8,pp=2``, ``zero1,tp=8,sp``,
     ``ep=8,tp=1``, ``tp=8,pp=4,v=3,cp=2``."""
