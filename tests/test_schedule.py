@@ -46,3 +46,27 @@ def test_counting_uneven_chunks():
     assert s.bytes_sent(0, 5, 4) == (3 + 2) * 4
     assert s.bytes_received(0, 5, 4) == 2 * 4
     assert s.step_bytes(5, 4) == [12, 8]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_bytes_per_rank_and_chunk_bounds_agree_with_the_per_rank_counts(n):
+    from ringtree.algorithms import BuildSpec, build, registered
+    from ringtree.collectives import Splits, block_bounds
+
+    for alg in registered():
+        if not alg.accepts(n, BuildSpec()):  # checked in test_closed_forms
+            continue
+        s = build(alg.collective, alg.name, n)
+        per_block = s.n_chunks // s.n_blocks
+        for count in (0, 7, 1001):
+            want = [s.bytes_sent(r, count, 2) for r in range(n)]
+            assert s.bytes_sent_per_rank(count, 2) == want, (alg.key, count)
+            # chunk bounds: each block cut np.array_split-wise into per_block chunks
+            bounds, start = [0], 0
+            for size in s.block_sizes(count):
+                bounds += [start + o for o in block_bounds(size, per_block)[1:]]
+                start += size
+            assert s.chunk_bounds(count) == bounds, (alg.key, count)
+    a2a = build(Collective.ALL_TO_ALL, "linear", 3)
+    splits = Splits.seen_by(0, (1, 0, 4), (1, 2, 3))
+    assert a2a.chunk_bounds(splits)[:4] == [0, 1, 1, 5]

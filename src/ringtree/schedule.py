@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
+from itertools import accumulate
 
 from ringtree.collectives import Collective, Splits, block_bounds, block_sizes
 from ringtree.errors import RingtreeError
@@ -136,6 +137,8 @@ class Schedule:
     def chunk_bounds(self, count: Size) -> list[int]:
         """Element offsets of the ``n_chunks`` chunks in the layout of ``count``."""
         per_block = self.n_chunks // self.n_blocks
+        if per_block == 1:  # a chunk per block (every all-to-all: N x N of them)
+            return [0, *accumulate(self.block_sizes(count))]
         bounds = [0]
         for size in self.block_sizes(count):
             start = bounds[-1]
@@ -195,6 +198,11 @@ class Schedule:
         """Bytes that ``rank`` sends over the whole schedule, for ``count`` elements."""
         sizes = self.chunk_sizes(count)
         return sum(sizes[c] for c in self._sends[0][rank]) * itemsize
+
+    def bytes_sent_per_rank(self, count: Size, itemsize: int) -> list[int]:
+        """:meth:`bytes_sent` of every rank (the chunk sizes worked out once)."""
+        sizes = self.chunk_sizes(count)
+        return [sum(sizes[c] for c in chunks) * itemsize for chunks in self._sends[0]]
 
     def bytes_received(self, rank: int, count: Size, itemsize: int) -> int:
         """Bytes that ``rank`` receives over the whole schedule, for ``count`` elements."""

@@ -110,7 +110,7 @@ def schedule_terms(s: Schedule, count: int, itemsize: int) -> Cost:
 def max_bytes_sent(s: Schedule, count: int, itemsize: int) -> int:
     """The most bytes any one rank sends over the whole schedule (the seed's "bytes sent
     per worker")."""
-    return max(s.bytes_sent(r, count, itemsize) for r in range(s.n_ranks))
+    return max(s.bytes_sent_per_rank(count, itemsize))
 
 
 def step_times_s(s: Schedule, count: int, itemsize: int, link: Link) -> list[float]:

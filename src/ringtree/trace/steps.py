@@ -55,7 +55,7 @@ def trace_data(s: Schedule, count: int, itemsize: int) -> dict[str, Any]:
         "root": s.root,
         "size_bytes": count * itemsize,
         "chunk_bytes": [n * itemsize for n in sizes],
-        "bytes_sent": [s.bytes_sent(r, count, itemsize) for r in range(s.n_ranks)],
+        "bytes_sent": s.bytes_sent_per_rank(count, itemsize),
         "bytes_received": [s.bytes_received(r, count, itemsize) for r in range(s.n_ranks)],
         "steps": steps,
     }
