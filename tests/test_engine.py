@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from needs import MPI_MISSING
 from ringtree.procs.launch import free_port, gpu_count, launch_body
 from ringtree.procs.run import oversubscription_warning
 
@@ -20,19 +21,6 @@ HERE = Path(__file__).parent
 RINGTREE = [sys.executable, "-m", "ringtree.cli"]
 
 
-def have_mpi() -> bool:
-    try:
-        import mpi4py  # noqa: F401
-
-        from ringtree.procs.launch import mpirun_path
-
-        mpirun_path()
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-MPI_MISSING = not have_mpi() and os.environ.get("RINGTREE_REQUIRE_MPI") != "1"
 NO_GPU = gpu_count() == 0
 
 

@@ -5,30 +5,15 @@ decision log. Each test is one launch of a whole batch of cases."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from needs import MPI_MISSING
 from ringtree.procs.launch import launch_body
 
 HERE = Path(__file__).parent
 ENV = {"PYTHONPATH": str(HERE)}
-
-
-def have_mpi() -> bool:
-    try:
-        import mpi4py  # noqa: F401
-
-        from ringtree.procs.launch import mpirun_path
-
-        mpirun_path()
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-MPI_MISSING = not have_mpi() and os.environ.get("RINGTREE_REQUIRE_MPI") != "1"
 
 
 def run(n: int, backend: str, body: str, config: dict, timeout_s: float = 240,

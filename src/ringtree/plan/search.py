@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ringtree.errors import RingtreeError
 from ringtree.plan.cluster import Cluster
@@ -173,6 +174,13 @@ def _objective(step: float, gpus: int, tokens: float, price: float | None, what:
     return step * gpus * (price or 1.0) / tokens
 
 
+@lru_cache(maxsize=4)
+def _scorer(model: Model, cluster: Cluster, training: Training) -> _Scorer:
+    """The run's scorer, kept for the next search of the same run (another objective, other
+    flavours or a fixed recomputation finds its parts timed already)."""
+    return _Scorer(model, cluster, training)
+
+
 class _Scorer:
     """Times configurations from cached parts: model states per layout and flavour,
     activations per micro-batch shape, the micro-batch's compute and communication per
@@ -268,7 +276,7 @@ def search(
             f"the search would consider {total:,} configurations, more than {MAX_CONSIDERED:,} "
             "(~40 s): fix --micro-batch or --recompute, or search fewer nodes"
         )
-    scorer = _Scorer(model, cluster, training)
+    scorer = _scorer(model, cluster, training)
     considered = 0
     scored: list[tuple[float, Candidate]] = []
     for nodes in node_counts:

@@ -28,7 +28,7 @@ import numpy as np
 from ringtree.collectives import Collective, ReduceOp, block_sizes
 from ringtree.errors import RingtreeError
 from ringtree.runtime import buffers, calls
-from ringtree.runtime.groups import group_for, not_a_member_warning
+from ringtree.runtime.groups import Group, group_for, not_a_member_warning
 from ringtree.runtime.options import CallOptions, Options
 from ringtree.runtime.transport import Transport
 
@@ -86,10 +86,8 @@ def _call(
     options: CallOptions | Options, roots: tuple[int | None, int | None, str] | None = None,
     outputs: list[Any] | None = None, after: Any = None, splits: calls.RankSplits | None = None,
 ) -> Work | None:  # fmt: skip
-    opts = options if type(options) is Options else Options.make(options)
-    g = group_for(group, opts.timeout_s)
+    g, opts = _member(group, options, col.value)
     if g is None:
-        not_a_member_warning(col.value)
         return None
     root = g.root(*roots) if roots is not None else 0
     fut = calls.call(g, col, inbuf, outbuf, op, root, opts, async_op, after, splits)
@@ -140,13 +138,12 @@ def all_gather(
     the blocks (torch's ``all_gather``; costs one copy)."""
     if not isinstance(output, list | tuple):
         return _call(Collective.ALL_GATHER, input, output, None, group, async_op, options)
-    g = group_for(group, Options.make(options).timeout_s)
+    g, opts = _member(group, options, "all-gather")
     if g is None:
-        not_a_member_warning("all-gather")
         return None
     parts = list(output)
     whole = buffers.concat(parts, g.size, "all-gather output", fill=False)
-    return _call(Collective.ALL_GATHER, input, whole, None, g, async_op, options,
+    return _call(Collective.ALL_GATHER, input, whole, None, g, async_op, opts,
                  outputs=parts, after=lambda: buffers.split_into(whole, parts))  # fmt: skip
 
 
@@ -222,10 +219,8 @@ def all_to_all_single(
     sizes), and the first such call on a group checks every rank's sizes against its
     peers'.
     """
-    opts = Options.make(options)
-    g = group_for(group, opts.timeout_s)
+    g, opts = _member(group, options, "all-to-all")
     if g is None:
-        not_a_member_warning("all-to-all")
         return None
     splits = None
     if input_split_sizes or output_split_sizes:
@@ -233,12 +228,8 @@ def all_to_all_single(
         received = _split_elems(output, output_split_sizes, g.size, "output")
         splits = (sent, received)
     else:
-        for what, x in (("input", input), ("output", output)):
-            if x.ndim > 1 and x.shape[0] % g.size:
-                raise RingtreeError(
-                    f"{what} has {x.shape[0]} rows (dim 0), not a multiple of the group size "
-                    f"{g.size}: give {what}_split_sizes"
-                )
+        _check_rows(tuple(input.shape), g.size, "input")
+        _check_rows(tuple(output.shape), g.size, "output")
     return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
                  splits=splits)  # fmt: skip
 
@@ -251,9 +242,8 @@ def all_to_all(
     (any sizes, as long as each rank's tensor for d matches d's for it). Costs one copy in
     and one out: the tensors travel as one all-to-all with split sizes (linear).
     Example, N=2: [[1], [2, 2]] and [[3], [4]] -> rank 0 [[1], [3]], rank 1 [[2, 2], [4]]."""
-    g = group_for(group, Options.make(options).timeout_s)
+    g, opts = _member(group, options, "all-to-all")
     if g is None:
-        not_a_member_warning("all-to-all")
         return None
     ins, outs = list(input_tensor_list), list(output_tensor_list)
     for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
@@ -263,7 +253,7 @@ def all_to_all(
     whole_in = buffers.join(ins)
     whole_out = buffers.join(outs, fill=False)
     splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
-    return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, options,
+    return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, opts,
                  outputs=outs, after=lambda: buffers.split_into(whole_out, outs),
                  splits=splits)  # fmt: skip
 
@@ -301,9 +291,8 @@ def barrier(
     of one message per rank, each sent once its sender has heard the rounds before, so no
     rank leaves before all have entered; the messages are empty (one byte over NCCL, whose
     device is ``device_ids[0]``, else the current one)."""
-    g = group_for(group, Options.make(options).timeout_s)
+    g, opts = _member(group, options, "barrier")
     if g is None:
-        not_a_member_warning("barrier")
         return None
     if g.kind == "nccl":
         import torch
@@ -312,7 +301,18 @@ def barrier(
         token: Any = torch.empty(1, dtype=torch.uint8, device=dev)
     else:
         token = np.empty(0, dtype=np.uint8)
-    return _call(Collective.BARRIER, token, None, None, g, async_op, options, outputs=[])
+    return _call(Collective.BARRIER, token, None, None, g, async_op, opts, outputs=[])
+
+
+def _member(group: Any, options: CallOptions | Options,
+            what: str) -> tuple[Group | None, Options]:  # fmt: skip
+    """The call's Group (None, with torch's warning, on a rank that is not a member) and its
+    Options, made once."""
+    opts = options if type(options) is Options else Options.make(options)
+    g = group_for(group, opts.timeout_s)
+    if g is None:
+        not_a_member_warning(what)
+    return g, opts
 
 
 def _root(given: int | None, in_group: int | None) -> tuple[int | None, int | None]:
@@ -323,9 +323,8 @@ def _root(given: int | None, in_group: int | None) -> tuple[int | None, int | No
 def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
             async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
     """Gather with ``parts`` the root's list of tensors or one whole buffer (None elsewhere)."""
-    g = group_for(group, Options.make(options).timeout_s)
+    g, opts = _member(group, options, "gather")
     if g is None:
-        not_a_member_warning("gather")
         return None
     roots = (*root, "dst")
     if g.rank != g.root(*roots):
@@ -335,36 +334,42 @@ def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group:
                 "destination gives it (as in torch.distributed)"
             )
         return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
-                     async_op, options, roots=roots)  # fmt: skip
+                     async_op, opts, roots=roots)  # fmt: skip
     if parts is None or (isinstance(parts, list | tuple) and not parts):
         raise RingtreeError("gather_list must be given on the destination rank, one tensor per "
                             "rank (as in torch.distributed)")  # fmt: skip
     if not isinstance(parts, list | tuple):  # one whole buffer (api.collective)
-        return _call(Collective.GATHER, tensor, parts, None, g, async_op, options,
+        return _call(Collective.GATHER, tensor, parts, None, g, async_op, opts,
                      roots=roots)  # fmt: skip
     outs = list(parts)
     whole = buffers.concat(outs, g.size, "gather_list", fill=False)
-    return _call(Collective.GATHER, tensor, whole, None, g, async_op, options, roots=roots,
+    return _call(Collective.GATHER, tensor, whole, None, g, async_op, opts, roots=roots,
                  outputs=outs, after=lambda: buffers.split_into(whole, outs))  # fmt: skip
 
 
 def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
              async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
     """Scatter with ``parts`` the root's list of tensors or one whole buffer."""
-    g = group_for(group, Options.make(options).timeout_s)
+    g, opts = _member(group, options, "scatter")
     if g is None:
-        not_a_member_warning("scatter")
         return None
     roots = (*root, "src")
     if g.rank != g.root(*roots):
         return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
-                     async_op, options, roots=roots)  # fmt: skip
+                     async_op, opts, roots=roots)  # fmt: skip
     if parts is None or (isinstance(parts, list | tuple) and not parts):
         raise RingtreeError("scatter_list must be given on the source rank, one tensor per "
                             "rank (as in torch.distributed)")  # fmt: skip
     whole = buffers.concat(list(parts), g.size, "scatter_list") \
         if isinstance(parts, list | tuple) else parts  # fmt: skip
-    return _call(Collective.SCATTER, whole, tensor, None, g, async_op, options, roots=roots)
+    return _call(Collective.SCATTER, whole, tensor, None, g, async_op, opts, roots=roots)
+
+
+def _check_rows(shape: tuple[int, ...], n: int, what: str) -> None:
+    """RingtreeError when a tensor of 2+ dims has rows (dim 0) not a multiple of N."""
+    if len(shape) > 1 and shape[0] % n:
+        raise RingtreeError(f"{what} has {shape[0]} rows (dim 0), not a multiple of the group "
+                            f"size {n}: give {what}_split_sizes")  # fmt: skip
 
 
 def _split_elems(x: Any, sizes: Sequence[int] | None, n: int, what: str) -> tuple[int, ...]:
@@ -372,11 +377,8 @@ def _split_elems(x: Any, sizes: Sequence[int] | None, n: int, what: str) -> tupl
     shape = tuple(x.shape)
     row = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
     if not sizes:
-        rows = shape[0] if shape else 1
-        if rows % n and len(shape) > 1:
-            raise RingtreeError(f"{what} has {rows} rows (dim 0), not a multiple of the group "
-                                f"size {n}: give {what}_split_sizes")  # fmt: skip
-        return tuple(v * row for v in block_sizes(rows, n))
+        _check_rows(shape, n, what)
+        return tuple(v * row for v in block_sizes(shape[0] if shape else 1, n))
     if any(not isinstance(v, int | np.integer) or isinstance(v, bool) for v in sizes):
         raise RingtreeError(f"{what}_split_sizes must be whole numbers, got {list(sizes)}")
     return tuple(int(v) * row for v in sizes)

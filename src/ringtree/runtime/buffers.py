@@ -102,15 +102,7 @@ def concat(parts: Sequence[Any], n: int, what: str, fill: bool = True) -> Any:
     want = [b[r + 1] - b[r] for r in range(n)]
     if sizes != want:
         raise RingtreeError(f"{what} blocks have {sizes} elements: expected {want}")
-    if isinstance(parts[0], np.ndarray):
-        if fill:
-            return np.concatenate([np.asarray(p).reshape(-1) for p in parts])
-        return np.empty(sum(sizes), dtype=parts[0].dtype)
-    import torch
-
-    if fill:
-        return torch.cat([p.reshape(-1) for p in parts])
-    return parts[0].new_empty(sum(sizes))
+    return join(parts, fill)
 
 
 def join(parts: Sequence[Any], fill: bool = True) -> Any:

@@ -58,7 +58,6 @@ class CallPlan:
     program: Program
     signature: fingerprint.CallSignature
     label: str
-    size: Size = 0
 
 
 def resolve(
@@ -192,7 +191,7 @@ def make_plan(
     if rpn is None and name == "hierarchical":
         rpn = group.ranks_per_node
     s = schedule(col, name, group.size, root, chunks, rpn)
-    if isinstance(size, Splits) and not moves_own_blocks(s):
+    if isinstance(size, Splits) and not direct(col, name, group.size, root, chunks, rpn):
         raise RingtreeError(
             f"{name} all-to-all forwards other ranks' blocks, whose split sizes this rank does "
             f"not know: with split sizes use {DIRECT} or pairwise (or auto), or give no split sizes"
@@ -208,7 +207,7 @@ def make_plan(
         splits=None if splits is None else (*splits[0], *splits[1]),
     )  # fmt: skip
     plan = CallPlan(col, name, chunks, count, itemsize, rop, root, s, prog, sig,
-                    f"{col.value} ({name})", size)  # fmt: skip
+                    f"{col.value} ({name})")  # fmt: skip
     if log.info_enabled():
         log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
     return plan
@@ -223,6 +222,15 @@ def moves_own_blocks(s: Schedule) -> bool:
     to its destination (block (s, d) is chunk s N + d)."""
     n = s.n_ranks
     return all(t.src == t.chunk // n and t.dst == t.chunk % n for _, t in s.transfers())
+
+
+@lru_cache(maxsize=256)
+def direct(
+    col: Collective, algorithm: str, n: int, root: int, n_chunks: int | None, rpn: int | None
+) -> bool:
+    """:func:`moves_own_blocks` of :func:`schedule`'s schedule, kept with it (split sizes
+    change every step of a mixture of experts, and each new set makes a new plan)."""
+    return moves_own_blocks(schedule(col, algorithm, n, root, n_chunks, rpn))
 
 
 def describe(group: Group, plan: CallPlan, opts: Options, slice_bytes: int) -> str:

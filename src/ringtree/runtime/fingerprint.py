@@ -116,14 +116,9 @@ def exchange(transport: Transport, sig: CallSignature, timeout_s: float) -> None
     n, rank = control.size, control.rank
     if n == 1:
         return
-    table, missing = _share(control, np.array(sig.encode(), dtype=np.int64), timeout_s)
-    if missing:
-        raise PeerError(
-            f"rank {rank}: fingerprint exchange before {sig.collective.value}: nothing came "
-            f"from {_ranks(missing)} within the {timeout_s:g} s timeout (died, hangs, or is "
-            "running a call it made before without this check)",
-            rank=rank, peer=missing[0], step=0,
-        )  # fmt: skip
+    what = f"fingerprint exchange before {sig.collective.value}"
+    why = " (died, hangs, or is running a call it made before without this check)"
+    table = _share(control, np.array(sig.encode(), dtype=np.int64), timeout_s, what, why)
     _compare([tuple(r) for r in table.tolist()], sig.collective, rank)
     if sig.splits is not None:
         _check_splits(control, sig, timeout_s)
@@ -133,15 +128,8 @@ def _check_splits(control: Transport, sig: CallSignature, timeout_s: float) -> N
     """The second round for split sizes (module doc): every rank's row and column to every
     other; MismatchError on every rank where a pair disagrees."""
     n, rank = control.size, control.rank
-    mine = np.array(sig.splits, dtype=np.int64)
-    if mine.size != 2 * n:
-        mine = np.resize(mine, 2 * n)  # a wrong length was refused before; keep the shape
-    table, missing = _share(control, mine, timeout_s)
-    if missing:
-        raise PeerError(
-            f"rank {rank}: split sizes before all-to-all: nothing came from {_ranks(missing)} "
-            f"within the {timeout_s:g} s timeout", rank=rank, peer=missing[0], step=0,
-        )  # fmt: skip
+    mine = np.array(sig.splits, dtype=np.int64)  # 2 N sizes: validate refused other lengths
+    table = _share(control, mine, timeout_s, "split sizes before all-to-all")
     bad = [(s, d, int(table[s][d]), int(table[d][n + s]))
            for s in range(n) for d in range(n) if table[s][d] != table[d][n + s]]  # fmt: skip
     if not bad:
@@ -158,9 +146,12 @@ def _check_splits(control: Transport, sig: CallSignature, timeout_s: float) -> N
     )
 
 
-def _share(control: Transport, mine: np.ndarray, timeout_s: float) -> tuple[np.ndarray, list[int]]:
-    """Every rank's row ``mine`` sent to every other: (the table of rows, row r from rank r;
-    the peers whose row did not come, or that did not take this one, within ``timeout_s``)."""
+def _share(
+    control: Transport, mine: np.ndarray, timeout_s: float, what: str, why: str = ""
+) -> np.ndarray:
+    """Every rank's row ``mine`` sent to every other: the table of rows, row r from rank r.
+    PeerError naming the peers whose row did not come, or that did not take this one, within
+    ``timeout_s`` (``what`` names the exchange, ``why`` adds a reason)."""
     n, rank = control.size, control.rank
     table = np.zeros((n, mine.size), dtype=np.int64)
     table[rank] = mine
@@ -176,7 +167,12 @@ def _share(control: Transport, mine: np.ndarray, timeout_s: float) -> tuple[np.n
             control.wait(req, max(deadline - time.perf_counter(), 0.001))
         except (TransportTimeout, TransportClosed):
             missing.append(p)
-    return table, missing
+    if missing:
+        raise PeerError(
+            f"rank {rank}: {what}: nothing came from {_ranks(missing)} within the "
+            f"{timeout_s:g} s timeout{why}", rank=rank, peer=missing[0], step=0,
+        )  # fmt: skip
+    return table
 
 
 def _ranks(ranks: list[int]) -> str:

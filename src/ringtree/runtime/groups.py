@@ -237,11 +237,16 @@ def forget_groups() -> None:
 
 
 def not_a_member_warning(what: str) -> None:
-    """torch's behaviour for a call on a group this rank is not in: a warning, no work."""
+    """torch's behaviour for a call on a group this rank is not in: a warning, no work (it
+    points at the caller's line, the first frame outside ringtree)."""
+    here = os.path.dirname(os.path.dirname(__file__))  # the ringtree package
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: the frame that called this
+    while frame is not None and frame.f_code.co_filename.startswith(here):
+        level, frame = level + 1, frame.f_back
     warnings.warn(
         f"ringtree: {what} on a group this rank does not belong to: nothing to do",
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=level,
     )
 
 

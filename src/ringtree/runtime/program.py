@@ -140,7 +140,7 @@ class Program:
     ``untouched``: ``(from, to)`` locations of result regions no step writes, copied from
     the input to the output while the first messages fly (nothing when in place).
     ``result``: where every region the rank keeps ends (the AVG division runs over these).
-    ``in_elems`` and ``out_elems``: the sizes the input and output buffers must have.
+    ``out_elems``: the size the output buffer must have.
     """
 
     rank: int
@@ -151,7 +151,6 @@ class Program:
     scratch_elems: int
     result: tuple[Location, ...]
     untouched: tuple[tuple[Location, Location], ...]
-    in_elems: int
     out_elems: int
 
     @cached_property
@@ -212,9 +211,9 @@ def compile_program(
     keep = set(outputs)
     if in_place:  # one buffer of the whole layout
         in_pos = out_pos = {c: bounds[c] for c in range(s.n_chunks)}
-        in_elems = out_elems = bounds[-1]
+        out_elems = bounds[-1]
     else:
-        in_pos, in_elems = positions(bounds, s.input_chunks(rank))
+        in_pos, _ = positions(bounds, s.input_chunks(rank))
         out_pos, out_elems = positions(bounds, outputs)
     slices = {c: slice_bounds(bounds[c], bounds[c + 1], itemsize, slice_bytes) for c in keep}
 
@@ -364,7 +363,6 @@ def compile_program(
         scratch_elems=scratch,
         result=result,
         untouched=untouched,
-        in_elems=in_elems,
         out_elems=out_elems,
     )
 
