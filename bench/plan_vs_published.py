@@ -36,7 +36,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ringtree.cost.clusters import get_cluster, with_changes
+from ringtree.cost.clusters import get_cluster
 from ringtree.errors import RingtreeError
 from ringtree.plan.calibrate import fit_efficiency
 from ringtree.plan.cluster import Cluster, from_hardware
@@ -129,9 +129,9 @@ def _cluster(source: str, r: dict) -> Cluster:
         raise RingtreeError(f"no cluster preset for GPU {gpu!r}")
     hw = get_cluster(key)
     if source == "bloom176b":  # Jean Zay: 4 Omni-Path 100 Gb/s links per node
-        hw = with_changes(hw, nics_per_node=4, nic_gbps=100.0)
+        hw = replace(hw, nics_per_node=4, nic_gbps=100.0)
     elif source in ("llama3", "megascale2024"):  # RoCE fabrics
-        hw = with_changes(hw, network="roce")
+        hw = replace(hw, network="roce")
     return from_hardware(hw, r["gpus"] // r.get("gpus_per_node", 8))
 
 

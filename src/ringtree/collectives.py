@@ -155,6 +155,18 @@ def block_bounds(count: int, n_blocks: int) -> list[int]:
     return bounds
 
 
+def bus_factor(collective: Collective, n: int) -> float:
+    """nccl-tests' busbw / algbw for N ranks: all-reduce 2(N-1)/N; all-gather, reduce-scatter,
+    all-to-all, gather and scatter (N-1)/N; broadcast and reduce 1; the barrier 0, it moves
+    no data (nccl-tests' PERFORMANCE.md, alltoall.cu, gather.cu, scatter.cu)."""
+    if collective is Collective.ALL_REDUCE:
+        return 2 * (n - 1) / n
+    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
+                      Collective.GATHER, Collective.SCATTER):  # fmt: skip
+        return (n - 1) / n
+    return 0.0 if collective is Collective.BARRIER else 1.0
+
+
 def block_sizes(count: int, n_blocks: int) -> list[int]:
     """Sizes of ``np.array_split(range(count), n_blocks)``'s blocks."""
     base, extra = divmod(count, n_blocks)
@@ -190,13 +202,6 @@ class Splits:
     def of(cls, rows: Sequence[Sequence[int]]) -> Splits:
         """Splits from any nested sequence of sizes (RingtreeError unless N x N, >= 0)."""
         return cls(tuple(tuple(int(v) for v in row) for row in rows))
-
-    @classmethod
-    def even(cls, count: int, n_ranks: int) -> Splits:
-        """Every rank sends ``count`` elements, cut like np.array_split: block d is
-        ``count // N`` elements, one more for the first ``count % N``."""
-        row = tuple(block_sizes(count, n_ranks))
-        return cls((row,) * n_ranks)
 
     @classmethod
     def seen_by(cls, rank: int, sent: Sequence[int], received: Sequence[int]) -> Splits:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
 from dataclasses import replace
 
-from ringtree.bench.published import Point, Run, Score, System, points
+from ringtree.bench.published import Point, Predictor, Run, Score, System, points
+from ringtree.collectives import bus_factor
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import timing, tuner
 from ringtree.cost.nccl.topology import topology
@@ -35,9 +35,6 @@ FIT_SYSTEMS = frozenset({
 })  # fmt: skip
 #: Only sizes up to this are used to calibrate a latency (larger ones measure bandwidth).
 CALIBRATION_MAX_BYTES = 1 << 20
-
-
-Predictor = Callable[[Cluster, Run, int], tuple[float, str] | None]
 
 
 def predictor(params: timing.Params = timing.DEFAULT) -> Predictor:
@@ -70,8 +67,6 @@ def calibration_point(system: System) -> tuple[Run, tuple[int, ...], float] | No
     CALIBRATION_MAX_BYTES), and the median time over them -- the run's latency floor; None
     when no run has such sizes. Times are the run's, or from busbw (two sources publish busbw
     only)."""
-    from ringtree.cost.nccl.timing import bus_factor
-
     best = None
     for run in system.runs:
         if run.anomaly:

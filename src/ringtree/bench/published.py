@@ -36,8 +36,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ringtree.collectives import Collective
+from ringtree.collectives import Collective, bus_factor
 from ringtree.cost.clusters import Cluster, cluster_from_table
+from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
 from ringtree.errors import RingtreeError
 
 #: Size bands the error is reported by (bytes): latency-bound, the middle, the plateau.
@@ -126,9 +127,6 @@ def load(folder: Path) -> list[System]:
 
 
 CONTRADICTED_BY = 1.3
-#: Collectives whose network traffic is each GPU's own (all-to-all: (N-g)/N of every buffer
-#: leaves through the GPU's share of the NICs), not a ring's through the node's NICs.
-P2P_BOUND = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER)
 OLDEST_NCCL = (2, 12)
 MIN_NETWORK_SHARE = 0.25
 
@@ -161,7 +159,9 @@ def anomalies(system: System) -> dict[int, str]:
             )
         c = system.cluster
         line_rate = c.nics_per_node * c.nic_gbps / 8 * run.gpus_per_node / c.gpus_per_node
-        if run.collective in P2P_BOUND:  # each GPU's share of the NICs, in busbw terms
+        # all-to-all, gather, scatter: each GPU's traffic leaves through its share of the NICs
+        # ((N-g)/N of every buffer), not a ring's through the node's: that share, in busbw terms
+        if run.collective in P2P_COLLECTIVES:
             n, g = run.n_ranks, run.gpus_per_node
             line_rate = line_rate / g * (n - 1) / max(n - g, 1)
         best = max(run.busbw_gbps, default=0.0)
@@ -220,7 +220,6 @@ def points(systems: list[System], predict: Predictor,
            skip: Callable[[Run, int], bool] | None = None) -> Iterator[Point]:  # fmt: skip
     """Every measured point scored (``skip(run, size)``: points left out, e.g. those a
     calibration used)."""
-    from ringtree.cost.nccl.timing import bus_factor
 
     for sys_ in systems:
         for run in sys_.runs:

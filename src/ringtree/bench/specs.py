@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.collectives import Collective, ReduceOp, block_bounds, reference
+from ringtree.collectives import Collective, ReduceOp, block_bounds, bus_factor, reference
 from ringtree.procs.native import make_input
 
 
@@ -42,14 +42,13 @@ def algbw_Bps(size_bytes: int, time_s: float) -> float:
 class Spec:
     """What the driver needs to know about one collective.
 
-    bus_factor: busbw / algbw for N ranks. ``rounds_to_n``: the element count is rounded down
+    ``rounds_to_n``: the element count is rounded down
     to a multiple of N (equal blocks). ``native_gloo``/``native_mpi``: the engine's own call,
     ``f(engine, inbuf, outbuf, op, root)``, leaving the result where ringtree's call leaves it;
     ringtree's own call is :func:`ringtree.runtime.api.collective`.
     """
 
     collective: Collective
-    bus_factor: Callable[[int], float]
     rounds_to_n: bool
     native_gloo: Callable[..., None]
     native_mpi: Callable[..., None]
@@ -63,8 +62,8 @@ class Spec:
         return count - count % n_ranks if self.rounds_to_n else count
 
     def busbw_Bps(self, size_bytes: int, time_s: float, n_ranks: int) -> float:
-        """nccl-tests' bus bandwidth: algbw x the collective's factor."""
-        return algbw_Bps(size_bytes, time_s) * self.bus_factor(n_ranks)
+        """nccl-tests' bus bandwidth: algbw x the collective's factor (:func:`bus_factor`)."""
+        return algbw_Bps(size_bytes, time_s) * bus_factor(self.collective, n_ranks)
 
     def input_values(
         self, count: int, dtype: str, op: ReduceOp, rank: int, n_ranks: int
@@ -209,30 +208,18 @@ def _mpi_barrier(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
     e.comm.Barrier()
 
 
-def _ring_share(n: int) -> float:
-    return (n - 1) / n
-
-
 SPECS: dict[Collective, Spec] = {
     spec.collective: spec
     for spec in (
-        Spec(
-            Collective.ALL_REDUCE,
-            lambda n: 2 * _ring_share(n),
-            False,
-            _gloo_all_reduce,
-            _mpi_all_reduce,
-        ),
-        Spec(
-            Collective.REDUCE_SCATTER, _ring_share, True, _gloo_reduce_scatter, _mpi_reduce_scatter
-        ),
-        Spec(Collective.ALL_GATHER, _ring_share, True, _gloo_all_gather, _mpi_all_gather),
-        Spec(Collective.BROADCAST, lambda n: 1.0, False, _gloo_broadcast, _mpi_broadcast),
-        Spec(Collective.REDUCE, lambda n: 1.0, False, _gloo_reduce, _mpi_reduce),
-        Spec(Collective.ALL_TO_ALL, _ring_share, True, _gloo_all_to_all, _mpi_all_to_all),
-        Spec(Collective.GATHER, _ring_share, True, _gloo_gather, _mpi_gather),
-        Spec(Collective.SCATTER, _ring_share, True, _gloo_scatter, _mpi_scatter),
-        Spec(Collective.BARRIER, lambda n: 0.0, False, _gloo_barrier, _mpi_barrier),
+        Spec(Collective.ALL_REDUCE, False, _gloo_all_reduce, _mpi_all_reduce),
+        Spec(Collective.REDUCE_SCATTER, True, _gloo_reduce_scatter, _mpi_reduce_scatter),
+        Spec(Collective.ALL_GATHER, True, _gloo_all_gather, _mpi_all_gather),
+        Spec(Collective.BROADCAST, False, _gloo_broadcast, _mpi_broadcast),
+        Spec(Collective.REDUCE, False, _gloo_reduce, _mpi_reduce),
+        Spec(Collective.ALL_TO_ALL, True, _gloo_all_to_all, _mpi_all_to_all),
+        Spec(Collective.GATHER, True, _gloo_gather, _mpi_gather),
+        Spec(Collective.SCATTER, True, _gloo_scatter, _mpi_scatter),
+        Spec(Collective.BARRIER, False, _gloo_barrier, _mpi_barrier),
     )
 }
 

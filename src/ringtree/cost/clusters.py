@@ -35,7 +35,6 @@ from ringtree.errors import RingtreeError
 FABRICS = ("nvswitch", "nvlink", "pcie", "pcie-cpu")
 NETWORKS = ("ib", "roce", "efa", "tcp", "tcpx", "tcpxo")
 CPUS = ("intel", "amd", "arm", "grace")
-ARCHS = ("volta", "ampere", "ada", "hopper", "blackwell")
 #: PCIe x16 bandwidth per direction by generation, as NCCL models it (src/graph/topo.cc:408-411:
 #: width x speed / 80; Gen3 12, Gen4 24, Gen5 48, Gen6 96 GB/s)
 PCIE_GBPS_X16 = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
@@ -289,8 +288,3 @@ def _as_table(c: Cluster) -> dict[str, Any]:
     if c.nccl_env:
         t["nccl_env"] = dict(c.nccl_env)
     return t
-
-
-def with_changes(c: Cluster, **changes: Any) -> Cluster:
-    """``c`` with fields replaced (the command line's overrides)."""
-    return replace(c, **changes)

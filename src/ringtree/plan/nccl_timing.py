@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ringtree.collectives import Collective
+from ringtree.collectives import Collective, bus_factor
 from ringtree.cost.clusters import Cluster as Hardware
 from ringtree.cost.nccl import DEFAULT, predict
-from ringtree.cost.nccl.timing import bus_factor
 from ringtree.cost.nccl.topology import intra_bandwidth
 from ringtree.plan.groups import GroupShape
 from ringtree.plan.timing import CallTime

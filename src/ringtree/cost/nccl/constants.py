@@ -49,7 +49,6 @@ HW_LAT = {
     },
 }  # fmt: skip
 
-ARCHS = ("volta", "ampere", "hopper", "blackwell")
 #: Per-architecture caps, columns for 1 node / 2 nodes / more (tuning.cc:165-189 at 2.27.7;
 #: Blackwell rows and perChMaxNVLSTreeBw from 2.30.7). llMaxBw: the whole LL operation's bus
 #: bandwidth; the others per channel. On several nodes NCCL picks the LL row by CPU instead
@@ -80,7 +79,6 @@ NET_OVERHEAD = {"intel": 1.0, "amd": 2.0, "arm": 1.0, "grace": 1.0}
 #: Ring LL128 and Tree factors of the bus bandwidth (tuning.cc:279-298): 120/128 ~ 0.92
 LL128_FACTOR = 0.92
 TREE_LL_DIVISOR = 3.8
-TREE_PATTERN_PENALTY = 0.85  # plain TREE pattern: all NIC traffic to/from the same GPU
 PAT_FACTOR = 0.75
 
 #: treeCorrectionFactor[proto][log2(bytes / 64)] for Tree AllReduce, 64 B .. 256 MiB

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ringtree.collectives import Collective
+from ringtree.collectives import Collective, bus_factor
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import constants as k
 from ringtree.cost.nccl import p2p, tuner
@@ -139,20 +139,6 @@ class NcclCall:
             "bandwidth_s": self.bandwidth_s,
             "nccl_tuner_time_s": None if math.isnan(self.nccl_time_s) else self.nccl_time_s,
         }  # fmt: skip
-
-
-def bus_factor(collective: Collective, n: int) -> float:
-    """nccl-tests' busbw / algbw: all-reduce 2(N-1)/N, all-gather, reduce-scatter,
-    all-to-all, gather and scatter (N-1)/N, broadcast and reduce 1 (nccl-tests'
-    PERFORMANCE.md, alltoall.cu, gather.cu, scatter.cu)."""
-    if n == 1:
-        return 0.0 if collective is not Collective.BROADCAST else 1.0
-    if collective is Collective.ALL_REDUCE:
-        return 2 * (n - 1) / n
-    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
-                      Collective.GATHER, Collective.SCATTER):  # fmt: skip
-        return (n - 1) / n
-    return 1.0
 
 
 def intra_busbw(topo: Topology, p: Params) -> float:
