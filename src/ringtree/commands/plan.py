@@ -9,7 +9,7 @@ from typing import Any
 
 from ringtree.commands import args as A
 from ringtree.commands.plan_render import render_compare, render_plan, render_search
-from ringtree.cost.clusters import get_cluster, load_cluster
+from ringtree.cost.clusters import cluster_of_file, get_cluster
 from ringtree.cost.links import parse_link
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console
@@ -169,7 +169,7 @@ def _hardware_cluster(args: argparse.Namespace, table: dict[str, Any] | None) ->
     if args.intra or args.inter or args.profile:
         raise RingtreeError("--intra/--inter/--profile describe links: a cluster as built "
                             "(--cluster PRESET) brings its own; give one or the other")  # fmt: skip
-    hw = load_cluster(args.cluster) if table is not None else get_cluster(args.cluster)
+    hw = cluster_of_file(args.cluster, table) if table is not None else get_cluster(args.cluster)
     table = table or {}
     if args.gpus_per_node is not None and args.gpus_per_node != hw.gpus_per_node:
         raise RingtreeError(f"{hw.key} has {hw.gpus_per_node} GPUs per node, not "

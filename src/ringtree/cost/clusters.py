@@ -244,18 +244,29 @@ def get_cluster(text: str) -> Cluster:
     return presets()[key]
 
 
-def load_cluster(path: str | Path) -> Cluster:
-    """The ``[cluster]`` table of a TOML file (``preset = NAME`` starts from a preset)."""
+def read_cluster_table(path: str | Path) -> dict[str, Any]:
+    """The ``[cluster]`` table of a TOML file (or its top level), unchecked; RingtreeError when
+    the file cannot be read or is not TOML."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except OSError as e:
         raise RingtreeError(f"cannot read cluster file {str(path)!r}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise RingtreeError(f"cluster file {str(path)!r} is not valid TOML: {e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise RingtreeError(f"malformed cluster file {str(path)!r}: not valid TOML: {e}") from None
     table = data.get("cluster", data)
     if not isinstance(table, dict):
         raise RingtreeError(f"cluster file {str(path)!r}: [cluster] must be a table")
+    return dict(table)
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """The ``[cluster]`` table of a TOML file (``preset = NAME`` starts from a preset)."""
+    return cluster_of_file(path, read_cluster_table(path))
+
+
+def cluster_of_file(path: str | Path, table: dict[str, Any]) -> Cluster:
+    """The cluster of ``table``, read from ``path`` (keys of a plan's links left out)."""
     table = {k: v for k, v in table.items() if k in CLUSTER_KEYS or k not in PLAN_KEYS}
     return cluster_from_table(Path(path).stem, table, f"cluster file {str(path)!r}")
 

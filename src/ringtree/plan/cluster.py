@@ -16,12 +16,12 @@ prices its collectives; or two links from command-line flags or a TOML file (fla
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ringtree.cost.clusters import Cluster as Hardware
+from ringtree.cost.clusters import read_cluster_table
 from ringtree.cost.model import Link
 from ringtree.errors import RingtreeError
 
@@ -68,25 +68,16 @@ def read_cluster_toml(path: str | Path, hardware_ok: bool = False) -> dict[str, 
     """The ``[cluster]`` table of a TOML file (or its top level), keys checked (with
     ``hardware_ok``, a table of a cluster as built is returned unchecked: its reader checks
     it)."""
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise RingtreeError(f"cannot read cluster file {str(path)!r}: {e.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise RingtreeError(f"malformed cluster file {str(path)!r}: {e}") from None
-    table = data.get("cluster", data)
-    if not isinstance(table, dict):
-        raise RingtreeError(f"cluster file {str(path)!r}: [cluster] must be a table")
+    table = read_cluster_table(path)
     if hardware_ok and is_hardware_table(table):
-        return dict(table)
+        return table
     unknown = sorted(set(table) - set(CLUSTER_KEYS))
     if unknown:
         raise RingtreeError(
             f"unknown key {unknown[0]!r} in cluster file {str(path)!r}: "
             f"expected {', '.join(CLUSTER_KEYS)}"
         )
-    return dict(table)
+    return table
 
 
 def shape_gpus(gpus: int | None, nodes: int | None, gpus_per_node: int | None) -> tuple[int, int]:
