@@ -14,7 +14,7 @@ from typing import Any
 
 from ringtree.algorithms import Algorithm, BuildSpec, check_call, get_algorithm
 from ringtree.collectives import Collective
-from ringtree.cost.forms import Estimate, check_rank_limit, form_of
+from ringtree.cost.forms import Estimate, form_of
 from ringtree.cost.model import Cost
 from ringtree.errors import RingtreeError
 
@@ -129,8 +129,7 @@ class Query:
 
     def estimate(self) -> Estimate:
         """The algorithm's closed form for this call (RingtreeError above its rank limit)."""
-        form = form_of(self.collective, self.name)
-        check_rank_limit(self.collective, self.name, self.n_ranks)
+        form = form_of(self.collective, self.name, self.n_ranks)
         return form(self.n_ranks, self.count, self.itemsize, self.spec)
 
 

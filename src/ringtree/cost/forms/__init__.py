@@ -26,7 +26,6 @@ from ringtree.errors import RingtreeError
 __all__ = [
     "ClosedForm",
     "Estimate",
-    "check_rank_limit",
     "closed_form",
     "estimate",
     "form_of",
@@ -35,11 +34,13 @@ __all__ = [
 ]
 
 
-def form_of(collective: Collective, algorithm: str) -> ClosedForm:
-    """The closed form registered for the pair (RingtreeError if none is)."""
+def form_of(collective: Collective, algorithm: str, n_ranks: int) -> ClosedForm:
+    """The closed form registered for the pair, to price ``n_ranks`` ranks (RingtreeError if
+    none is, or above its rank limit)."""
     f = FORMS.get((collective, algorithm))
     if f is None:
         raise RingtreeError(f"no closed form for {algorithm} {collective.value}")
+    check_rank_limit(collective, algorithm, n_ranks)
     return f
 
 
@@ -50,9 +51,7 @@ def estimate(
     """The closed-form Estimate of a registered ``algorithm``, its spec resolved as the builder's
     is (RingtreeError if the algorithm or its closed form is missing)."""
     spec = get_algorithm(collective, algorithm).resolve(spec or BuildSpec())
-    form = form_of(collective, algorithm)
-    check_rank_limit(collective, algorithm, n_ranks)
-    return form(n_ranks, count, itemsize, spec)
+    return form_of(collective, algorithm, n_ranks)(n_ranks, count, itemsize, spec)
 
 
 def registered() -> list[tuple[Collective, str]]:
