@@ -3,7 +3,7 @@
 import pytest
 
 from ringtree.errors import RingtreeError
-from ringtree.plan.model import Model, llama_params
+from ringtree.plan.model import Model, count_params
 from ringtree.plan.presets import PRESETS, get_model
 
 
@@ -18,7 +18,8 @@ def test_llama2_presets_match_the_released_checkpoints(name, published):
 
 def test_llama_params_counts_each_part():
     # 1 layer, h=2, ffn=3, vocab=5, full attention: 4h^2 + 3*h*ffn + 2h + 2*vocab*h + h
-    assert llama_params(1, 2, 3, 5, 1.0) == 16 + 18 + 4 + 20 + 2
+    m = Model("t", 0, 1, 2, 1, heads=1, ffn=3, vocab=5, gated=True)
+    assert count_params(m) == 16 + 18 + 4 + 20 + 2
 
 
 def test_grammar_tutor_is_the_seeds_500k():

@@ -18,6 +18,9 @@ from ringtree.errors import RingtreeError
 from ringtree.units import parse_size
 
 CHECK_MODES = ("first", "always", "off")
+#: Local processes per core beyond which a run warns and the commands want --force: above it
+#: they queue for the cores, start slowly and time noise.
+RANKS_PER_CORE = 4
 DEBUG_LEVELS = ("WARN", "INFO")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")

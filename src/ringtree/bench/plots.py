@@ -18,17 +18,8 @@ from ringtree.bench.worker import NATIVE
 from ringtree.collectives import Collective
 from ringtree.cost.model import Link
 from ringtree.cost.select import short_time
-from ringtree.errors import RingtreeError
 
 SUFFIXES = (".png", ".svg")
-
-
-def check_plot_path(path: str) -> Path:
-    """``path`` as a Path if it ends in .png or .svg, else RingtreeError."""
-    p = Path(path)
-    if p.suffix.lower() not in SUFFIXES:
-        raise RingtreeError(f"plot file {path!r} must end in .png or .svg")
-    return p
 
 
 def size_label(n: float) -> str:

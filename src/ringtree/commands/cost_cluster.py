@@ -9,12 +9,14 @@ NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE and NCCL_PAT_ENABLE in the environment act
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
+from ringtree.bench.sweep import sizes
 from ringtree.commands import args as A
 from ringtree.cost.clusters import Cluster, get_cluster
 from ringtree.cost.nccl import timing, tuner
@@ -77,15 +79,10 @@ def sweep_sizes(args: argparse.Namespace) -> list[int]:
     lo, hi, f = args.minbytes, args.maxbytes, args.stepfactor
     if lo < 1 or lo > hi or not f > 1:
         raise RingtreeError(f"-b {lo} -e {hi} -f {f:g}: need 1 <= MIN <= MAX and F > 1")
-    out, s = [], float(lo)
-    while round(s) <= hi:
-        if not out or round(s) > out[-1]:
-            out.append(int(round(s)))
-        if len(out) > MAX_SIZES:
-            raise RingtreeError(f"-b {lo} -e {hi} -f {f:g} make over {MAX_SIZES} sizes: give a "
-                                "larger -f")  # fmt: skip
-        s *= f
-    return out
+    if math.log(hi / lo) / math.log(f) >= MAX_SIZES:  # counted before any is made
+        raise RingtreeError(f"-b {lo} -e {hi} -f {f:g} make over {MAX_SIZES} sizes: give a "
+                            "larger -f")  # fmt: skip
+    return sizes(lo, hi, f)
 
 
 def rows(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -9,13 +9,11 @@ import argparse
 import importlib.util
 import os
 
+from ringtree.config import RANKS_PER_CORE
 from ringtree.dtypes import itemsize as dtype_itemsize
 from ringtree.errors import RingtreeError
 from ringtree.units import format_bytes
 
-#: Processes per core beyond which a command needs --force: above it they queue for the
-#: cores, start slowly and time noise (the run already warned there).
-RANKS_PER_CORE = 4
 #: Never more local processes than this, --force or not: each builds the whole schedule and
 #: opens a connection to every peer, which at a few thousand exhausts file and port limits.
 MAX_LOCAL_RANKS = 1024

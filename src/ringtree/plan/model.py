@@ -19,12 +19,6 @@ from dataclasses import dataclass, fields, replace
 
 from ringtree.errors import RingtreeError
 
-#: Shape fields a command line may override, as (field, flag).
-SHAPE_FLAGS = (
-    ("layers", "--layers"), ("hidden", "--hidden"), ("heads", "--heads"), ("ffn", "--ffn"),
-    ("vocab", "--vocab"), ("seq_len", "--seq-len"), ("kv_heads", "--kv-heads"),
-)  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Model:
@@ -139,19 +133,6 @@ class Model:
         assert self.layers and self.hidden and self.seq_len
         return self.layers, self.hidden, self.seq_len
 
-    def require_complete(self, why: str) -> None:
-        """RingtreeError naming the missing shape flags unless the whole shape is known."""
-        values = {"ffn": self.ffn_size}
-        missing = [
-            flag for key, flag in SHAPE_FLAGS
-            if key != "kv_heads" and values.get(key, getattr(self, key)) is None
-        ]  # fmt: skip
-        if missing:
-            raise RingtreeError(
-                f"{why} needs the model's whole shape: give {', '.join(missing)} or a --model "
-                "preset (or --compute / --tflops with --mfu instead)"
-            )
-
 
 def attention_params(m: Model) -> int:
     """Q, K, V and output projections of one layer: h (a d) + 2 h (g d) + (a d) h."""
@@ -183,18 +164,6 @@ def count_params(m: Model) -> int:
     total = m.layers * per_layer + (m.layers - m.moe_layers) * dense
     total += m.moe_layers * expert_params(m) if m.moe else 0
     return total + (1 if m.tied else 2) * m.vocab * h + h
-
-
-def llama_params(layers: int, hidden: int, ffn: int, vocab: int, kv_heads_fraction: float) -> int:
-    """Parameters of a Llama-style decoder (no biases, untied input/output embeddings).
-
-    Per layer: q and o projections 2h^2, k and v 2h^2 * (kv heads / heads) (grouped-query
-    attention), SwiGLU MLP 3*h*ffn, two RMSNorm weights 2h; plus embeddings and LM head
-    2*vocab*h and the final norm h.
-    """
-    attn = 2 * hidden * hidden + int(2 * hidden * hidden * kv_heads_fraction)
-    per_layer = attn + 3 * hidden * ffn + 2 * hidden
-    return layers * per_layer + 2 * vocab * hidden + hidden
 
 
 def active_params(m: Model) -> int:

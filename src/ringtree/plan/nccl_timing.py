@@ -21,15 +21,13 @@ from ringtree.collectives import Collective, bus_factor
 from ringtree.cost.clusters import Cluster as Hardware
 from ringtree.cost.nccl import DEFAULT, predict
 from ringtree.cost.nccl.topology import intra_bandwidth
+from ringtree.plan.cluster import P2P_INTER_S, P2P_INTRA_S
 from ringtree.plan.groups import GroupShape
 from ringtree.plan.timing import CallTime
 
 #: Share of NVLink's bandwidth a point-to-point transfer reaches (nccl-tests sendrecv on
 #: NVSwitch systems: ~80 % of the per-direction figure).
 P2P_EFFICIENCY = 0.8
-#: Latency of one point-to-point transfer inside a node and across nodes (NCCL's
-#: LL-protocol send over NVLink ~ 5 us plus launch; across InfiniBand ~ 10 us more).
-P2P_INTRA_S, P2P_INTER_S = 10e-6, 20e-6
 
 
 def _ranks(shape: GroupShape) -> tuple[int, int]:

@@ -258,7 +258,6 @@ def search(
             "--search needs the compute model: a cluster as built (--cluster PRESET --nodes K) "
             "and the model's whole shape, without --compute/--tflops"
         )
-    model.require_complete("--search")
     assert model.seq_len
     node_counts = [cluster.nodes]
     if objective == "cost":

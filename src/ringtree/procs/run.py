@@ -23,6 +23,7 @@ import numpy as np
 from ringtree import dtypes
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective, ReduceOp
+from ringtree.config import RANKS_PER_CORE
 from ringtree.cost.models import predict
 from ringtree.errors import RingtreeError
 from ringtree.events import Recorder
@@ -45,8 +46,6 @@ RUN_DTYPES = {
     "nccl": _TORCH_DTYPES,
     "mpi": ("float32", "float64", "int8", "uint8", "int32", "int64"),
 }
-#: Warn when asked for more ranks than this many per core.
-RANKS_PER_CORE_WARN = 4
 
 
 class RunFailed(Exception):
@@ -106,11 +105,11 @@ def canonical_dtype(name: str, backend: str) -> str:
 
 
 def oversubscription_warning(n_ranks: int) -> str | None:
-    """A warning when N exceeds RANKS_PER_CORE_WARN ranks per core, else None."""
+    """A warning when N exceeds RANKS_PER_CORE ranks per core, else None."""
     cores = os.cpu_count() or 1
-    if n_ranks > RANKS_PER_CORE_WARN * cores:
+    if n_ranks > RANKS_PER_CORE * cores:
         return (
-            f"{n_ranks} ranks on {cores} cores (more than {RANKS_PER_CORE_WARN} per core): "
+            f"{n_ranks} ranks on {cores} cores (more than {RANKS_PER_CORE} per core): "
             "expect slow start-up and noisy timings; use fewer ranks or more machines"
         )
     return None
