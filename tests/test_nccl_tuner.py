@@ -272,13 +272,6 @@ def test_one_dgx_h100_node():
     assert (topo.nvls.channels, topo.nvls.bw_intra) == (8, 40.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the model takes the first search speed that fits (2 x 60, "
-    "doubled to 4 x 30); NCCL's search (search.cc:1120-1124, compared by channels "
-    "x speed, CompareGraphs) goes on down while the next speed is > 0.49 of the "
-    "best and keeps 4 x 40 = 160 > 120",
-)
 def test_h800_has_16_channels():
     # H800: 8 NVLinks x 20.6 = 164.8 -> 4 x 40 -> 8 x 20: "16 coll channels" (NVIDIA/nccl#892)
     h100 = get_cluster("dgx-h100")

@@ -7,9 +7,11 @@ graph; it applies the rules that search follows on the regular machines a Cluste
 which reproduces the channel counts NCCL logs on them:
 
 * one node, all GPUs on NVSwitch: the GPU's NVLink bandwidth T (links x NCCL's per-link figure:
-  A100 12 x 20.0 = 240, H100 18 x 20.6 = 370.8 GB/s); the first candidate speed s <= T and
-  floor(T / s) channels; NCCL then doubles the channels at half the speed unless s < 25, or
-  s < 50 on SM > 80 with more than 4 channels (``ncclTopoDupChannels``). A100: 6 x 40 ->
+  A100 12 x 20.0 = 240, H100 18 x 20.6 = 370.8 GB/s); from the first candidate speed s <= T,
+  floor(T / s) channels at each speed down to 0.49 of the best, keeping the most channels x
+  speed (H800, T = 164.8: 2 x 60, 3 x 50, 4 x 40 kept); NCCL then doubles the channels at
+  half the speed unless s < 25, or s < 50 on SM > 80 with more than 4 channels
+  (``ncclTopoDupChannels``). A100: 6 x 40 ->
   12 x 20 (logged: 24 execution channels, nccl-tests#100); H100: 6 x 60 -> 12 x 30.
 * several nodes: a channel runs through one NIC; its speed is the first candidate <= the
   slower of the NIC (Gb/s / 8) and the GPU's PCIe link, and each NIC carries as many channels
@@ -91,6 +93,24 @@ def _first_at_most(speeds: tuple[float, ...], limit: float) -> float:
     return speeds[-1]
 
 
+def _search_intra(speeds: tuple[float, ...], total: float) -> tuple[int, float]:
+    """``(channels, speed)`` NCCL's one-node ring search keeps (search.cc:1160-1245): from the
+    first speed s <= T, floor(T / s) channels at each speed in turn, keeping the largest
+    channels x speed (CompareGraphs: a tie keeps the faster), until that reaches T or the next
+    speed is at most 0.49 of the kept one."""
+    start = speeds.index(_first_at_most(speeds, total))
+    best_ch, best_s = 0, 0.0
+    for s in speeds[start:]:
+        if best_ch and s / best_s <= 0.49:
+            break
+        ch = max(1, min(int(total // s), k.MAX_SEARCH_CHANNELS))
+        if ch * s > best_ch * best_s:
+            best_ch, best_s = ch, s
+        if best_ch * best_s >= total - 1e-9:
+            break
+    return best_ch, best_s
+
+
 def _dup(channels: int, bw: float, sm: int) -> tuple[int, float]:
     """``ncclTopoDupChannels``: twice the channels at half the speed, except for slow
     channels (< 25 GB/s, or < 50 GB/s on SM > 80 with more than 4 channels)."""
@@ -116,8 +136,7 @@ def topology(cluster: Cluster, nodes: int, gpus_per_node: int | None = None) -> 
     sm = cluster.gpu.sm
     total, hw = intra_bandwidth(cluster)
     if nodes == 1:
-        s = _first_at_most(k.SEARCH_SPEEDS_INTRA[arch], total)
-        ch = max(1, min(int(total // s), k.MAX_SEARCH_CHANNELS))
+        ch, s = _search_intra(k.SEARCH_SPEEDS_INTRA[arch], total)
         ch, bw = _dup(ch, s, sm)
         ring = Graph(ch, bw, bw, hw)
     else:
