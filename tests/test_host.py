@@ -134,20 +134,53 @@ def test_available_cores_and_a_link_under_load():
     assert slow.time_s > fast.time_s
 
 
+def busiest_messages(s) -> int:  # noqa: ANN001
+    """Sum over steps of the most messages one rank sends plus receives, one per peer and
+    direction (a plain loop)."""
+    total = 0
+    for step in s.steps:
+        peers: dict[int, set] = {}
+        for t in step.transfers:
+            peers.setdefault(t.src, set()).add(("to", t.dst))
+            peers.setdefault(t.dst, set()).add(("from", t.src))
+        total += max((len(p) for p in peers.values()), default=0)
+    return total
+
+
 @pytest.mark.parametrize("kind", ["loopback", "mpi-shm"])
 @pytest.mark.parametrize("n", [2, 3, 4, 8, 300])
-def test_a_host_model_whose_ranks_poll_prices_as_the_link_they_see(kind, n):
+def test_a_host_model_whose_ranks_poll_prices_what_the_link_they_see_does(kind, n):
     """The engine's presets are one-machine models too: their ranks poll, so every step loads
-    the cores with all N of them; predict on the model == alpha-beta on on_cores()."""
+    the cores with all N of them: predict on the model == alpha-beta on on_cores(), except
+    that the loopback one prices each message (o) beyond a step's one each way: its latency
+    is (steps (alpha - 2 o) + messages o) x (N/C)^2.7, messages counted from the schedule."""
     host = LOCAL_HOSTS[kind]
     seen = on_cores(host, n)
     assert (seen == host.plain) == (n <= host.host.cores)
+    o = host.host.message_s
+    assert (o > 0) == (kind == "loopback")
+    grow = max(1.0, n / host.host.cores) ** host.host.overload.latency
     for col in Collective:
         for alg in algorithms_for(col):
             if alg == "hierarchical":
                 continue
-            a = predict(col, alg, n, 1 << 20, host, itemsize=4, spec=BuildSpec(root=n - 1))
-            b = predict(col, alg, n, 1 << 20, seen, itemsize=4, spec=BuildSpec(root=n - 1))
-            assert a == b
+            spec = BuildSpec(root=n - 1)
+            a = predict(col, alg, n, 1 << 20, host, itemsize=4, spec=spec)
+            b = predict(col, alg, n, 1 << 20, seen, itemsize=4, spec=spec)
+            assert (a.bandwidth_s, a.reduce_s, a.steps) == (b.bandwidth_s, b.reduce_s, b.steps)
+            if o == 0 or n > HOST_MAX_RANKS:
+                assert a == b
+                continue
+            s = build(col, alg, n, root=n - 1)
+            extra = (busiest_messages(s) - 2 * s.n_steps) * o * grow
+            assert a.latency_s == pytest.approx(b.latency_s + extra)
     # ... and ties go to the first registered, as on any link (not to the fewest steps)
     assert not prices_on_host(host, n, BuildSpec())
+
+
+def test_the_per_message_cost_splits_the_measured_step():
+    """A polling model keeps the link's alpha for a step of one message each way."""
+    link = LOCAL_HOSTS["loopback"]
+    assert link.host.alpha_s + 2 * link.host.message_s == pytest.approx(link.alpha_s)
+    with pytest.raises(ValueError, match="within alpha"):
+        HostLink.polling(link.plain, 2, link.host.overload, message_s=link.alpha_s)

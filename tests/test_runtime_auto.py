@@ -6,7 +6,7 @@ import pytest
 
 from ringtree.collectives import Collective
 from ringtree.cost.links import SHARED_MEMORY, get_link
-from ringtree.runtime.auto import _choose, choose, link_for
+from ringtree.runtime.auto import _choose, choose, link_for, seen_link
 
 MiB = 1 << 20
 
@@ -14,15 +14,16 @@ MiB = 1 << 20
 @pytest.mark.parametrize("kind", ["gloo", "mpi"])
 def test_a_core_per_rank_sees_the_link_as_measured(kind):
     base = SHARED_MEMORY if kind == "mpi" else get_link("loopback")
-    assert link_for(kind, 2, cores=2) == base
-    assert link_for(kind, 3, cores=8) == base
+    assert seen_link(kind, 2, cores=2) == base
+    assert seen_link(kind, 3, cores=8) == base
+    assert link_for(kind, cores=2).plain == base
 
 
 def test_shared_cores_shrink_bandwidth_by_how_bytes_move():
     """4 ranks on 2 cores: latency x 2^2.7 for both; loopback TCP keeps 1/sqrt(2) of its
     bandwidth, shared memory (a CPU copy per byte) half of it, and a reduced byte costs
     twice numpy's add time."""
-    tcp, shm = link_for("gloo", 4, cores=2), link_for("mpi", 4, cores=2)
+    tcp, shm = seen_link("gloo", 4, cores=2), seen_link("mpi", 4, cores=2)
     loop = get_link("loopback")
     assert tcp.alpha_s == pytest.approx(loop.alpha_s * 2**2.7)
     assert tcp.bandwidth_Bps == pytest.approx(loop.bandwidth_Bps / 2**0.5)
@@ -82,3 +83,25 @@ def test_mpi_auto_on_2_ranks_halves_the_reduction_from_512_kib(two_cores, size):
 
 def test_ringtree_algo_forces_the_choice(two_cores):
     assert choose(Collective.ALL_REDUCE, 4, MiB, 4, kind="mpi", algo_env="ring")[0] == "ring"
+
+
+def test_gloo_all_to_all_on_4_ranks_and_2_cores_takes_bruck_below_1_mib(two_cores):
+    """Hand-computed on the loopback model at N=4 on 2 cores (latencies x 2^2.7, bandwidth
+    / 2^0.5): linear posts 3 messages each way in 1 step, Bruck 1 each way in each of its 2
+    steps, moving S/2 per step instead of 3S/4 in all; measured with the engine (medians of
+    5 runs, docs/engine.md) Bruck ran 1.12-1.35x gloo's time at 4-256 KiB where linear ran
+    1.29-1.59x, and linear won from 1 MiB (1.02x against 1.38x)."""
+    loop = get_link("loopback")
+    o = 40e-6
+    grow, bw = 2**2.7, loop.bandwidth_Bps / 2**0.5
+    step = loop.alpha_s - 2 * o  # the step's own part; each message costs o
+    for size in (4096, 16384, 65536, 262144, MiB, 4 * MiB):
+        linear = (step + 6 * o) * grow + 0.75 * size / bw
+        bruck = 2 * (step + 2 * o) * grow + size / bw
+        pairwise = 3 * (step + 2 * o) * grow + 0.75 * size / bw
+        hand = {"linear": linear, "pairwise": pairwise, "bruck": bruck}
+        want = min(hand, key=hand.get)
+        among = "linear,pairwise,bruck"
+        assert choose(Collective.ALL_TO_ALL, 4, size, 4, kind="gloo", algo_env=among)[0] == want
+        assert want == ("bruck" if size < MiB else "linear")
+    assert choose(Collective.ALL_TO_ALL, 2, 4096, 4, kind="gloo", algo_env="")[0] == "pairwise"

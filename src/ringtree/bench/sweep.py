@@ -33,7 +33,7 @@ from ringtree.cost.model import Link
 from ringtree.cost.select import tuned
 from ringtree.errors import RingtreeError
 from ringtree.procs.launch import launch_body
-from ringtree.runtime.auto import link_for, loopback_link
+from ringtree.runtime.auto import link_for
 from ringtree.units import format_bytes
 
 #: The engines a sweep runs on (its worker times CPU collectives).
@@ -137,7 +137,7 @@ def runs_on(col: Collective, algorithm: str, n_ranks: int) -> bool:
     """Whether ``algorithm`` builds for ``col`` on ``n_ranks`` ranks without more settings
     (hierarchical needs ranks per node)."""
     try:
-        tuned(col, algorithm, n_ranks, n_ranks * 4, loopback_link(n_ranks), itemsize=4)
+        tuned(col, algorithm, n_ranks, n_ranks * 4, link_for("gloo"), itemsize=4)
     except RingtreeError:
         return False
     return True
@@ -192,7 +192,7 @@ def validate_sweep(sweep: Sweep) -> None:
 def cells(sweep: Sweep) -> list[dict[str, Any]]:
     """The worker's cells: per collective and size, the algorithms with their chunk counts."""
     itemsize = np.dtype(canonical_dtype(sweep.dtype)).itemsize
-    link = sweep.link or link_for(sweep.backend, sweep.n_ranks)
+    link = sweep.link or link_for(sweep.backend)
     out = []
     for col in sweep.collectives:
         names = plan_algorithms(sweep, col)

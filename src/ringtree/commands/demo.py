@@ -15,7 +15,7 @@ from ringtree.cost.model import step_times_s
 from ringtree.cost.select import short_time
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.procs.run import RunFailed, run_processes
-from ringtree.runtime.auto import loopback_link
+from ringtree.runtime.auto import seen_link
 from ringtree.trace.steps import trace_data
 from ringtree.trace.text import render_steps
 from ringtree.units import format_bytes
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     out, err = stdout_console(), stderr_console()
     s = build(Collective.ALL_REDUCE, "ring", N_RANKS)
     count, itemsize = SIZE_BYTES // 4, 4
-    link = loopback_link(N_RANKS)
+    link = seen_link("gloo", N_RANKS)
     predicted = step_times_s(s, count, itemsize, link)
     trace = trace_data(s, count, itemsize)
     if not args.json:

@@ -30,7 +30,11 @@ cores with all N ranks, whatever the schedule: a model with an :class:`Overload`
 step as the alpha-beta model does on cores to spare (the busiest rank's larger direction,
 from the closed form, any N) and grows each term by (N/C)^exponent once N > C, the exponents
 read from measurements at two N (:func:`on_cores`; the presets are
-:data:`ringtree.cost.links.LOCAL_HOSTS`).
+:data:`ringtree.cost.links.LOCAL_HOSTS`). Such a model may also split its step latency into
+a part per step and a part per message (``message_s``): a step in which the busiest rank
+sends one message and receives one costs the link's alpha, as measured; one in which it
+talks to more peers (a linear all-to-all's N-1 each way) costs more, and both parts grow by
+the latency's (N/C)^exponent (:func:`polling_latency_s`, messages from the schedule).
 """
 
 from __future__ import annotations
@@ -94,8 +98,8 @@ class HostModel:
     reduction cost gamma. ``n_ranks``: the number of processes it was fitted on (0:
     unknown). ``overload``: None when waiting ranks cost nothing (the work of a step is
     shared, :func:`host_terms`); else how the polling ranks' step grows past the cores (then
-    bandwidth is per direction, as on a link, and ``message_s`` is 0: see the module
-    doc)."""
+    bandwidth is per direction, as on a link, and a step of one message each way costs
+    ``alpha_s + 2 message_s``: see the module doc)."""
 
     cores: float
     alpha_s: float
@@ -114,12 +118,22 @@ class HostLink(Link):
     host: HostModel | None = None
 
     @classmethod
-    def polling(cls, link: Link, cores: float, overload: Overload) -> HostLink:
+    def polling(
+        cls, link: Link, cores: float, overload: Overload, message_s: float = 0.0
+    ) -> HostLink:
         """``link``, measured with its processes on ``cores`` cores, as a one-machine model
-        whose ranks poll: its own constants on cores to spare, grown by ``overload``."""
-        model = HostModel(cores, link.alpha_s, 0.0, link.bandwidth_Bps, link.gamma_s_per_byte,
-                          overload=overload)  # fmt: skip
+        whose ranks poll: its own constants on cores to spare, grown by ``overload``; of its
+        alpha (a step of one message each way), ``message_s`` per message."""
+        if not 0 <= 2 * message_s <= link.alpha_s:
+            raise ValueError(f"{link.name}: 2 x message_s must lie within alpha")
+        model = HostModel(cores, link.alpha_s - 2 * message_s, message_s, link.bandwidth_Bps,
+                          link.gamma_s_per_byte, overload=overload)  # fmt: skip
         return cls(**{f.name: getattr(link, f.name) for f in fields(Link)}, host=model)
+
+    def with_cores(self, cores: float) -> HostLink:
+        """The same model for a machine of ``cores`` cores."""
+        assert self.host is not None
+        return replace(self, host=replace(self.host, cores=cores))
 
     @property
     def plain(self) -> Link:
@@ -140,11 +154,39 @@ def on_cores(link: HostLink, n_ranks: int, cores: float | None = None) -> Link:
     g = host.overload
     return replace(
         link.plain,
-        alpha_s=host.alpha_s * over**g.latency,
+        alpha_s=link.alpha_s * over**g.latency,
         bandwidth_Bps=host.bandwidth_Bps / over**g.bandwidth,
         gamma_s_per_byte=host.gamma_s_per_byte * over**g.reduce,
         note=f"{link.note}; {n_ranks} processes on {cores} cores",
     )
+
+
+def polls_per_message(link: object, n_ranks: int, spec: BuildSpec) -> bool:
+    """Whether ``link`` is a polling model with a per-message cost, priced for this call
+    from the schedule's messages (:func:`polling_latency_s`; flat algorithms on up to
+    HOST_MAX_RANKS ranks)."""
+    return (
+        isinstance(link, HostLink)
+        and link.host is not None
+        and link.host.overload is not None
+        and link.host.message_s > 0
+        and n_ranks <= HOST_MAX_RANKS
+        and spec.ranks_per_node is None
+    )
+
+
+def polling_latency_s(
+    link: HostLink, collective: Collective, algorithm: str, n_ranks: int, spec: BuildSpec
+) -> tuple[int, float]:
+    """``(steps, latency)`` of an algorithm on a polling model with a per-message cost:
+    ``(steps alpha + messages o) (N/C)^latency``, messages summed over steps from the
+    busiest rank of each (one per peer it sends to, one per peer it receives from: the engine
+    sends what one peer gets in a step as one message)."""
+    host = link.host
+    assert host is not None and host.overload is not None
+    s, shape = _shape(collective, algorithm, n_ranks, spec.root, spec.n_chunks)
+    over = max(1.0, n_ranks / host.cores) ** host.overload.latency
+    return s.n_steps, (s.n_steps * host.alpha_s + shape.peer_messages * host.message_s) * over
 
 
 def available_cores(cores: float, other_cores: float) -> float:
@@ -185,14 +227,26 @@ class _Shape:
         self.reduces = arr[:, 4].astype(bool)
         ones = np.ones(len(arr))
         self.messages = self._per_rank(ones, ones)
+        pairs = np.unique(arr[:, :3], axis=0)  # (step, src, dst): one message per peer
+        once = np.ones(len(pairs))
+        per_peer = self._per_rank(once, once, pairs[:, 0], pairs[:, 1], pairs[:, 2])
+        #: sum over steps of the busiest rank's messages, one per peer and direction
+        self.peer_messages = int(per_peer.max(axis=1).sum()) if per_peer.size else 0
 
-    def _per_rank(self, at_src: np.ndarray, at_dst: np.ndarray) -> np.ndarray:
-        """(steps, ranks) sums of per-transfer amounts charged to the sender and receiver."""
+    def _per_rank(
+        self, at_src: np.ndarray, at_dst: np.ndarray, step: np.ndarray | None = None,
+        src: np.ndarray | None = None, dst: np.ndarray | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """(steps, ranks) sums of per-transfer amounts charged to the sender and receiver
+        (of the schedule's transfers, or of the given ``step``, ``src``, ``dst`` rows)."""
+        step = self.step if step is None else step
+        src = self.src if src is None else src
+        dst = self.dst if dst is None else dst
         # bincount, not np.add.at (10-50x slower); the amounts are whole bytes or counts, so
         # the sums are exact in any order
         cells = self.n_steps * self.n_ranks
-        out = np.bincount(self.step * self.n_ranks + self.src, at_src, minlength=cells)
-        out += np.bincount(self.step * self.n_ranks + self.dst, at_dst, minlength=cells)
+        out = np.bincount(step * self.n_ranks + src, at_src, minlength=cells)
+        out += np.bincount(step * self.n_ranks + dst, at_dst, minlength=cells)
         return out.reshape(self.n_steps, self.n_ranks)
 
     @staticmethod

@@ -154,11 +154,18 @@ SHARED_MEMORY = Link(
 #: busbw 2.1 GB/s at N=2, 1.1 at N=4); reductions, CPU work too, cost N/cores times more (at
 #: N=4 on 2 cores, 1 MiB: recursive doubling 1.5-1.8x Open MPI's time, Rabenseifner
 #: 1.35-1.4x).
+#: Of the loopback step's 128 us, what each message costs a rank (its post and its wait
+#: through the engine's Python and torch's point-to-point call): posting a 2 KiB receive took
+#: 45-60 us and a send 25-40 us on 2 gloo ranks on 2 cores (medians of 300 calls, each after
+#: a barrier, 2026-12-01; docs/engine.md). A step of one message each way keeps the measured
+#: 128 us; a linear all-to-all's step of N-1 each way costs more than one of Bruck's.
+LOOPBACK_MESSAGE_S = 40e-6
 LOCAL_HOSTS: dict[str, HostLink] = {
     "loopback": HostLink.polling(PRESETS["loopback"], 2, Overload(
         latency=2.7, bandwidth=0.5, reduce=1.0,
         source="gloo on 2 cores: 4 KiB ring all-reduce 0.26 ms (2 steps) at N=2, 5 ms (6 steps) "
-        "at N=4; all-reduce busbw 1.3 GB/s at N=2, 0.9 GB/s at N=4")),
+        "at N=4; all-reduce busbw 1.3 GB/s at N=2, 0.9 GB/s at N=4"),
+        message_s=LOOPBACK_MESSAGE_S),
     "mpi-shm": HostLink.polling(SHARED_MEMORY, 2, Overload(
         latency=2.7, bandwidth=1.0, reduce=1.0,
         source="Open MPI 5 on 2 cores: Allreduce of 64 MiB busbw 2.1 GB/s at N=2, 1.1 GB/s at "

@@ -35,7 +35,14 @@ from typing import Any
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.host import HostLink, algorithm_host_terms, on_cores, prices_on_host
+from ringtree.cost.host import (
+    HostLink,
+    algorithm_host_terms,
+    on_cores,
+    polling_latency_s,
+    polls_per_message,
+    prices_on_host,
+)
 from ringtree.cost.links import LinkSpec, link_name
 from ringtree.cost.model import FLAT, INTER, Link, Terms
 from ringtree.cost.query import Prediction, Query, textbook_bytes
@@ -131,8 +138,19 @@ def level_link(links: LinkSpec, level: str) -> Link:
 def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
     """Latency, bandwidth and reduction terms summed over the levels of the closed form (on
     a one-machine :class:`~ringtree.cost.host.HostLink`: that model's terms, from the
-    schedule; or, if its ranks poll, the link they see: :func:`~ringtree.cost.host.on_cores`)."""
+    schedule; or, if its ranks poll, the link they see: :func:`~ringtree.cost.host.on_cores`,
+    with the latency per step and message when the model has one:
+    :func:`~ringtree.cost.host.polling_latency_s`)."""
     e = q.estimate()
+    if polls_per_message(links, q.n_ranks, q.spec) and set(e.cost) == {FLAT}:
+        assert isinstance(links, HostLink)
+        steps, latency = polling_latency_s(links, q.collective, q.name, q.n_ranks, q.spec)
+        seen, terms = on_cores(links, q.n_ranks), e.cost[FLAT]
+        return Prediction.of(
+            q, "alpha-beta", links.name, bytes_sent=e.max_bytes_sent, steps=steps,
+            latency_s=latency, bandwidth_s=terms.wire_bytes / seen.bandwidth_Bps,
+            reduce_s=terms.reduce_bytes * seen.gamma_s_per_byte, cost=e.cost,
+        )  # fmt: skip
     if isinstance(links, HostLink) and links.host is not None and links.host.overload:
         links = on_cores(links, q.n_ranks)
     if prices_on_host(links, q.n_ranks, q.spec):

@@ -256,7 +256,7 @@ def _price(link: Link | None, algorithm: str, n: int, nbytes: int, itemsize: int
     if link is None:
         from ringtree.runtime.auto import link_for
 
-        link = link_for(kind, n)
+        link = link_for(kind)
     if n == 1 or algorithm not in algorithms_for(Collective.ALL_REDUCE):
         return 0.0, link.name
     p = predict(Collective.ALL_REDUCE, algorithm, n, nbytes, link, itemsize=itemsize,

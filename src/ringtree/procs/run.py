@@ -181,7 +181,7 @@ def run_processes(
     per_iter = [max(ts) for ts in zip(*(r["times_s"] for r in results), strict=True)]
     spec = BuildSpec(root=root, n_chunks=chunks, ranks_per_node=ranks_per_node)
     # ranks that share a GPU talk through NCCL's sockets on loopback (runtime/launch.py)
-    link = link_for("gloo" if shares_gpus else backend, n_ranks)
+    link = link_for("gloo" if shares_gpus else backend)
     pred = predict(col, name, n_ranks, size_bytes, link, itemsize=itemsize, spec=spec)
     return RunReport(
         collective=col.value,

@@ -15,24 +15,27 @@ import os
 from functools import lru_cache
 
 from ringtree.collectives import Collective
-from ringtree.cost.host import on_cores
+from ringtree.cost.host import HostLink, on_cores
 from ringtree.cost.links import LOCAL_HOSTS, get_link
 from ringtree.cost.model import Link
 from ringtree.cost.select import ENV_VAR, choice_for, engine_choice
 
 
-def link_for(kind: str, n_ranks: int, cores: int | None = None) -> Link:
-    """The link "auto" prices for a transport kind (gloo, local, mpi, nccl) and N ranks on
-    ``cores`` cores (default: this machine's)."""
+def link_for(kind: str, cores: int | None = None) -> Link:
+    """The link "auto" prices for a transport kind (gloo, local, mpi, nccl): for local
+    processes a polling one-machine model on ``cores`` cores (default: this machine's),
+    priced per step and per message for the N ranks of each call (:mod:`ringtree.cost.host`)."""
     if kind == "nccl":
         return get_link("pcie4")
     host = LOCAL_HOSTS["mpi-shm" if kind == "mpi" else "loopback"]
-    return on_cores(host, n_ranks, cores or os.cpu_count() or 1)
+    return host.with_cores(cores or os.cpu_count() or 1)
 
 
-def loopback_link(n_ranks: int, cores: int | None = None) -> Link:
-    """The loopback preset for N local processes on ``cores`` cores (default: this machine)."""
-    return link_for("gloo", n_ranks, cores)
+def seen_link(kind: str, n_ranks: int, cores: int | None = None) -> Link:
+    """The plain alpha-beta link that N local ranks of a ``kind`` transport see on ``cores``
+    cores (default: this machine's): a step of one message each way, as a trace draws it."""
+    link = link_for(kind, cores)
+    return on_cores(link, n_ranks) if isinstance(link, HostLink) else link
 
 
 def choose(
@@ -58,7 +61,7 @@ def _choose(
 ) -> tuple[str, int | None]:  # fmt: skip
     """:func:`choose`, kept per call shape (each rank asks once per shape, DDP once per
     bucket and step)."""
-    link = link_for(kind, n_ranks)
+    link = link_for(kind)
     return choice_for(collective, n_ranks, nbytes, link, itemsize, root, env)
 
 
@@ -68,6 +71,6 @@ def explain(
 ) -> str:  # fmt: skip
     """Why "auto" picks what it picks: the competing predicted times on the link assumed, and
     any RINGTREE_ALGO in force (for the decision log)."""
-    link = link_for(kind, n_ranks)
+    link = link_for(kind)
     choice = engine_choice(collective, n_ranks, nbytes, link, itemsize, root, algo_env)
     return f"auto, {choice.reason()}, on {link.name}"
