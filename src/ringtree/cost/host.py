@@ -161,12 +161,16 @@ def on_cores(link: HostLink, n_ranks: int, cores: float | None = None) -> Link:
     )
 
 
-def polls_per_message(link: object, n_ranks: int, spec: BuildSpec) -> bool:
+def polls_per_message(link: object, n_ranks: int, spec: BuildSpec, pipelined: bool) -> bool:
     """Whether ``link`` is a polling model with a per-message cost, priced for this call
-    from the schedule's messages (:func:`polling_latency_s`; flat algorithms on up to
-    HOST_MAX_RANKS ranks)."""
+    from the schedule's messages (:func:`polling_latency_s`): flat algorithms that are not
+    pipelined, on up to HOST_MAX_RANKS ranks. A pipelined one (trees, chains) is priced per
+    step, as on :func:`on_cores`'s link: its schedules grow with the chunk count that auto
+    searches (up to 1024: seconds of building at N=64 for one call shape), and each of its
+    steps sends a rank's chunk to at most its two or three tree neighbours."""
     return (
-        isinstance(link, HostLink)
+        not pipelined
+        and isinstance(link, HostLink)
         and link.host is not None
         and link.host.overload is not None
         and link.host.message_s > 0

@@ -142,7 +142,8 @@ def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
     with the latency per step and message when the model has one:
     :func:`~ringtree.cost.host.polling_latency_s`)."""
     e = q.estimate()
-    if polls_per_message(links, q.n_ranks, q.spec) and set(e.cost) == {FLAT}:
+    flat = set(e.cost) == {FLAT}
+    if flat and polls_per_message(links, q.n_ranks, q.spec, q.algorithm.pipelined):
         assert isinstance(links, HostLink)
         steps, latency = polling_latency_s(links, q.collective, q.name, q.n_ranks, q.spec)
         seen, terms = on_cores(links, q.n_ranks), e.cost[FLAT]
