@@ -4,9 +4,10 @@ selector (:func:`ringtree.cost.select.choice_for`).
 gloo (and the in-process transport): the ``loopback`` one-machine model; MPI between local
 processes: the ``mpi-shm`` one (both in :data:`ringtree.cost.links.LOCAL_HOSTS`, with their
 measurements: as many ranks as cores see the link as measured, more see it slowed down by
-:func:`ringtree.cost.host.on_cores`); NCCL: ``pcie4`` (a guess; the topology is not known
-here). So few steps win at small sizes and when oversubscribed, few bytes (sent and reduced)
-at large sizes. RINGTREE_ALGO forces or restricts the choice, as NCCL_ALGO does for NCCL.
+:func:`ringtree.cost.host.on_cores`; over gloo each message a step sends or receives costs
+its share too, so a step with many peers costs more); NCCL: ``pcie4`` (a guess; the topology
+is not known here). So few steps and messages win at small sizes and when oversubscribed, few
+bytes (sent and reduced) at large sizes. RINGTREE_ALGO forces or restricts the choice, as NCCL_ALGO does for NCCL.
 """
 
 from __future__ import annotations
