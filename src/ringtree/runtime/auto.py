@@ -7,7 +7,8 @@ measurements: as many ranks as cores see the link as measured, more see it slowe
 :func:`ringtree.cost.host.on_cores`; over gloo each message a step sends or receives costs
 its share too, so a step with many peers costs more); NCCL: ``pcie4`` (a guess; the topology
 is not known here). So few steps and messages win at small sizes and when oversubscribed, few
-bytes (sent and reduced) at large sizes. RINGTREE_ALGO forces or restricts the choice, as NCCL_ALGO does for NCCL.
+bytes (sent and reduced) at large sizes. RINGTREE_ALGO forces or restricts the choice, as
+NCCL_ALGO does for NCCL.
 """
 
 from __future__ import annotations
