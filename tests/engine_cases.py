@@ -183,28 +183,32 @@ def silent_peer_case(engine: NativeEngine, transport: Any) -> str | None:
     return f"rank {engine.rank}: no error although rank {last} never called"
 
 
+def _first_failure(engine: NativeEngine, cases: Any, run: Any, name: Any) -> str | None:
+    """The first case whose ``run`` reports a failure or raises (the rest are skipped: the
+    group may be out of step then)."""
+    for case in cases:
+        try:
+            bad = run(case)
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            bad = f"rank {engine.rank} {name(case)}: {type(e).__name__}: {e}"
+        if bad:
+            return bad
+    return None
+
+
 def run_cases(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     """Every case, then the mismatch and (gloo) silent-peer cases; leaves the group open
     after the silent peer (it is broken then)."""
     transport = api.transport_for(None)
     failures = []
     todo = cases(engine.size, cfg["backend"], cfg["seed"])
-    for case in todo:
-        try:
-            bad = run_case(engine, transport, case)
-        except Exception as e:  # noqa: BLE001 - reported as a failure
-            bad = f"rank {engine.rank} {case}: {type(e).__name__}: {e}"
-        if bad:
-            failures.append(bad)
-            break  # the group may be out of step now
-    for splits in [] if failures else split_cases(engine.size, cfg["seed"]):
-        try:
-            bad = run_split_case(engine, transport, splits)
-        except Exception as e:  # noqa: BLE001 - reported as a failure
-            bad = f"rank {engine.rank} splits {splits.rows}: {type(e).__name__}: {e}"
-        if bad:
-            failures.append(bad)
-            break
+    bad = _first_failure(engine, todo, lambda case: run_case(engine, transport, case), str)
+    if bad is None:
+        bad = _first_failure(engine, split_cases(engine.size, cfg["seed"]),
+                             lambda sp: run_split_case(engine, transport, sp),
+                             lambda sp: f"splits {sp.rows}")  # fmt: skip
+    if bad:
+        failures.append(bad)
     if not failures and engine.size >= 3:
         bad = mismatch_case(engine, transport)
         if bad:

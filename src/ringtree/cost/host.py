@@ -40,7 +40,7 @@ the latency's (N/C)^exponent (:func:`polling_latency_s`, messages from the sched
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -231,11 +231,15 @@ class _Shape:
         self.reduces = arr[:, 4].astype(bool)
         ones = np.ones(len(arr))
         self.messages = self._per_rank(ones, ones)
-        pairs = np.unique(arr[:, :3], axis=0)  # (step, src, dst): one message per peer
+
+    @cached_property
+    def peer_messages(self) -> int:
+        """Sum over steps of the busiest rank's messages, one per peer and direction (the
+        polling model's count; :func:`polling_latency_s`)."""
+        pairs = np.unique(np.stack([self.step, self.src, self.dst], axis=1), axis=0)
         once = np.ones(len(pairs))
         per_peer = self._per_rank(once, once, pairs[:, 0], pairs[:, 1], pairs[:, 2])
-        #: sum over steps of the busiest rank's messages, one per peer and direction
-        self.peer_messages = int(per_peer.max(axis=1).sum()) if per_peer.size else 0
+        return int(per_peer.max(axis=1).sum()) if per_peer.size else 0
 
     def _per_rank(
         self, at_src: np.ndarray, at_dst: np.ndarray, step: np.ndarray | None = None,

@@ -120,11 +120,11 @@ def reduce_scatter(
     N tensors, block r being element r (torch's ``reduce_scatter``; costs one copy).
     """
     if isinstance(input, list | tuple):
-        g = group_for(group, Options.make(options).timeout_s)
+        g, opts = _member(group, options, "reduce-scatter")
         if g is None:
-            not_a_member_warning("reduce-scatter")
             return None
         input = buffers.concat(input, g.size, "reduce-scatter input")  # noqa: A001
+        return _call(Collective.REDUCE_SCATTER, input, output, op, g, async_op, opts)
     return _call(Collective.REDUCE_SCATTER, input, output, op, group, async_op, options)
 
 
@@ -335,9 +335,7 @@ def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group:
             )
         return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
                      async_op, opts, roots=roots)  # fmt: skip
-    if parts is None or (isinstance(parts, list | tuple) and not parts):
-        raise RingtreeError("gather_list must be given on the destination rank, one tensor per "
-                            "rank (as in torch.distributed)")  # fmt: skip
+    _require_parts(parts, "gather_list", "destination")
     if not isinstance(parts, list | tuple):  # one whole buffer (api.collective)
         return _call(Collective.GATHER, tensor, parts, None, g, async_op, opts,
                      roots=roots)  # fmt: skip
@@ -357,12 +355,17 @@ def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group
     if g.rank != g.root(*roots):
         return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
                      async_op, opts, roots=roots)  # fmt: skip
-    if parts is None or (isinstance(parts, list | tuple) and not parts):
-        raise RingtreeError("scatter_list must be given on the source rank, one tensor per "
-                            "rank (as in torch.distributed)")  # fmt: skip
+    _require_parts(parts, "scatter_list", "source")
     whole = buffers.concat(list(parts), g.size, "scatter_list") \
         if isinstance(parts, list | tuple) else parts  # fmt: skip
     return _call(Collective.SCATTER, whole, tensor, None, g, async_op, opts, roots=roots)
+
+
+def _require_parts(parts: Any, what: str, role: str) -> None:
+    """RingtreeError unless the root gave its list (or whole buffer) of per-rank tensors."""
+    if parts is None or (isinstance(parts, list | tuple) and not parts):
+        raise RingtreeError(f"{what} must be given on the {role} rank, one tensor per rank "
+                            "(as in torch.distributed)")  # fmt: skip
 
 
 def _check_rows(shape: tuple[int, ...], n: int, what: str) -> None:
