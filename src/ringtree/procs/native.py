@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import Collective, ReduceOp, block_bounds, block_sizes
 
 
 class EngineError(RuntimeError):
@@ -105,7 +105,7 @@ class NativeEngine:
     def _native(self, col: Collective, x: Any, op: ReduceOp, root: int, count: int) -> Any:
         n, r = self.size, self.rank
         b = block_bounds(count, n)
-        sizes = [b[i + 1] - b[i] for i in range(n)]
+        sizes = block_sizes(count, n)
         combine = op.combine
         if col is Collective.BARRIER:
             self.barrier()
