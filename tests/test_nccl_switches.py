@@ -130,3 +130,16 @@ def test_any_size_runs_the_choice_of_its_range(case, size):
     topo, s, out = whole_range(case)
     (r,) = [x for x in out.ranges if x.lo_bytes <= size <= x.hi_bytes]
     assert pick(case[2], size, topo, s) == r.choice
+
+
+def test_a_pick_that_switches_back_at_a_power_of_two_is_found():
+    # hypothesis found it: NCCL's tree correction steps at 2^23 B, so on 4 DGX H100 nodes
+    # NVLSTree/Simple wins from 7,903,820 B and Tree/LL128 again from 8 MiB (both ends checked)
+    topo, s, out = whole_range(("dgx-h100", 4, AR))
+    assert range_of(out, 7_903_820) == ("NVLSTree/Simple", 7_903_820, 2**23 - 1)
+    assert pick(AR, 7_903_819, topo, s) == pick(AR, 2**23, topo, s) == "Tree/LL128"
+
+
+def range_of(out, size):
+    (r,) = [x for x in out.ranges if x.lo_bytes <= size <= x.hi_bytes]
+    return r.choice, r.lo_bytes, r.hi_bytes

@@ -4,7 +4,8 @@ NCCL picks, per call, the algorithm x protocol its tuner predicts fastest
 (:func:`ringtree.cost.nccl.tuner.choose`); as the size grows it moves from LL to LL128 to
 Simple, from tree to ring, to NVLS. :func:`switch_points` finds each size where the pick
 changes, exactly to the element: it samples the range at ``per_octave`` sizes per doubling,
-then bisects every interval whose two ends pick differently. Cost: ``O(entries x
+and on both sides of every power of two (where NCCL's tree correction steps), then bisects
+every interval whose two ends pick differently. Cost: ``O(entries x
 (octaves x per_octave + switches x log2 size))`` evaluations of NCCL's closed forms.
 """
 
@@ -77,7 +78,13 @@ def switch_points(
         return _name(tuner.choose(collective, count * itemsize, topo, settings, entries))
 
     steps = max(1, math.ceil(math.log2(hi / lo) * per_octave)) if hi > lo else 0
-    counts = sorted({lo, hi, *(round(lo * 2 ** (i / per_octave)) for i in range(steps + 1))})
+    # NCCL's tree correction changes at every power of two bytes (tuner.Entry.time_us), so a
+    # pick can switch there and back between two samples (dgx-h100, 4 nodes: NVLSTree/Simple
+    # from 7,903,820 B to 2^23 - 1 inside Tree/LL128's range): each edge is sampled both sides
+    edges = ((2**b - 1) // itemsize + d for b in range((hi * itemsize).bit_length() + 1)
+             for d in (0, 1))  # fmt: skip
+    counts = sorted({lo, hi, *(round(lo * 2 ** (i / per_octave)) for i in range(steps + 1)),
+                     *edges})  # fmt: skip
     counts = [c for c in counts if lo <= c <= hi]
     picks = [pick(c) for c in counts]
     ranges: list[Range] = []
