@@ -39,7 +39,7 @@ class DeadPeerGroup:
 def transport_over(group: object, rank: int, size: int) -> TorchTransport:
     t = TorchTransport.__new__(TorchTransport)
     TorchTransport.__bases__[0].__init__(t, rank, size)
-    t.kind, t.grouped, t.group, t.down = "gloo", False, group, group
+    t.kind, t.grouped, t.group, t.up, t.down = "gloo", False, group, group, group
     return t
 
 
@@ -56,3 +56,54 @@ def test_a_send_refused_at_posting_becomes_a_peer_error_naming_peer_and_step():
     assert "the connection to rank 3 broke" in msg and "Read error" in msg, msg
     assert "pair.cc" not in msg and "typically" not in msg, msg
     assert err.value.peer == 3 and err.value.step == 1
+
+
+class Recording:
+    """A gloo backend that notes which messages it was handed."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, int]] = []
+
+    def send(self, bufs: list, peer: int, tag: int) -> Done:
+        self.posted.append(("send", peer))
+        return Done()
+
+    def recv(self, bufs: list, peer: int, tag: int) -> Done:
+        self.posted.append(("recv", peer))
+        return Done()
+
+
+class FrontGroup(Recording):
+    """A ProcessGroup: posts made on it would go through torch's dispatcher to ``backend``."""
+
+    def __init__(self, backend: Recording | None) -> None:
+        super().__init__()
+        self.backend = backend
+
+    def rank(self) -> int:
+        return 1
+
+    def size(self) -> int:
+        return 3
+
+    def _get_backend(self, device: object) -> Recording:
+        if self.backend is None:
+            raise RuntimeError("No backend type associated with device type cpu")
+        return self.backend
+
+
+def test_posts_go_to_the_groups_gloo_backend_and_to_the_group_without_one():
+    backend, down = Recording(), Recording()
+    front = FrontGroup(backend)
+    t = TorchTransport(front, down=down)
+    buf = np.zeros(4, dtype=np.float32)
+    for peer in (0, 2):
+        t.wait(t.send(buf, peer), 1.0)
+        t.wait(t.recv(buf, peer), 1.0)
+    assert backend.posted == [("recv", 0), ("send", 2)]  # upwards sends, their receives
+    assert down.posted == [("send", 0), ("recv", 2)]  # the duplex companion: downwards
+    assert front.posted == []
+    alone = FrontGroup(None)  # no backend for host memory: the group itself
+    t = TorchTransport(alone)
+    t.wait(t.send(buf, 2), 1.0)
+    assert alone.posted == [("send", 2)]
