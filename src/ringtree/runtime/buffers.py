@@ -12,6 +12,7 @@ can be written, as torch's collectives write it).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -46,6 +47,13 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
                 ".cuda()), or use a gloo group for host memory"
             )
         return buf if buf.ndim == 1 else buf.reshape(-1)
+    if kind != "nccl" and _is_tensor(buf):  # the common case first: one torch call
+        try:
+            arr = buf.numpy()  # a view; raises for CUDA, autograd, bfloat16 and conj tensors
+        except (TypeError, RuntimeError):
+            arr = None
+        if arr is not None and arr.flags.c_contiguous and dtype_name(arr) in NUMPY_VIEWABLE:
+            return arr if arr.ndim == 1 else arr.reshape(-1)
     if not hasattr(buf, "is_contiguous"):
         raise RingtreeError(
             f"{what} must be a torch tensor or a numpy array, got {type(buf).__name__}"
@@ -58,10 +66,22 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
             "or use a gloo group for CPU tensors)"
         )
     if buf.is_cpu and dtype_name(buf) in NUMPY_VIEWABLE:  # a new array: never ``is`` another
-        arr = (buf.detach() if buf.requires_grad else buf).numpy()
+        view = buf.detach() if buf.requires_grad else buf
+        if view.is_conj() or view.is_neg():  # its memory does not hold its values
+            raise RingtreeError(
+                f"{what} is a lazily conjugated or negated view: call .resolve_conj() and "
+                ".resolve_neg() first (the engine moves memory as it is)"
+            )
+        arr = view.numpy()
         return arr if arr.ndim == 1 else arr.reshape(-1)
     view = buf.detach()
     return view if view.dim() == 1 else view.view(-1)
+
+
+def _is_tensor(buf: Any) -> bool:
+    """Whether ``buf`` is a torch tensor (torch not imported: it cannot be one)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(buf, torch.Tensor)
 
 
 def numel(x: Any) -> int:

@@ -119,7 +119,8 @@ class Group:
         pending and the call is synchronous, else on the group's runner thread. Returns the
         future of an asynchronous call; a synchronous one re-raises its error."""
         pending = self._pending
-        pending[:] = [f for f in pending if not f.done()]
+        if pending:
+            pending[:] = [f for f in pending if not f.done()]
         if not async_op and not pending:
             fn()
             return None

@@ -2,7 +2,7 @@
 
 Two implementations behind one shape: numpy arrays, and torch tensors (any device). CPU
 tensors of the dtypes in NUMPY_VIEWABLE reach the engine as numpy views of their memory (the
-API makes them, :func:`ringtree.runtime.api._flat`), so they are reduced by numpy: its ufuncs
+API makes them, :func:`ringtree.runtime.buffers.flat`), so they are reduced by numpy: its ufuncs
 are single-threaded and release the GIL, whereas torch's intra-op thread pool spins its
 workers after each parallel region and steals the cores that the engine's I/O threads and
 the other ranks need (measured: 2-3x slower collectives on 2 cores).
@@ -76,7 +76,7 @@ class NumpyKernels:
 
     @staticmethod
     def copy(dst: np.ndarray, src: np.ndarray) -> None:
-        np.copyto(dst, src)
+        dst[...] = src  # np.copyto's argument handling costs more than the copy of a few KiB
 
     @staticmethod
     def reduce(op: ReduceOp, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
