@@ -205,3 +205,20 @@ def test_bad_input_through_the_console_script_has_no_traceback(flag, value):
     proc = run_cli("cost", "all-reduce", *[x for kv in full.items() for x in kv])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("ringtree: error:") and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_barrier_needs_no_size_other_collectives_do(capsys):
+    link = PRESETS["nvlink4"]
+    got = rows(capsys, ["cost", "barrier", "-n", "8", "--link", "nvlink4"])["nvlink4"]
+    assert got["algorithm"] == "dissemination" and got["size_bytes"] == 0
+    assert got["steps"] == 3 and got["time_s"] == pytest.approx(3 * link.alpha_s)  # log2 8
+    assert main(["cost", "all-to-all", "-n", "8", "--link", "nvlink4"]) == 2
+    assert "give --size S or --params P" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["cost", "run", "crossover", "trace"])
+def test_help_names_every_collective(command, capsys):
+    assert main([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for name in ("all-to-all", "gather", "scatter", "barrier", "reduce-scatter"):
+        assert name in text, (command, name)

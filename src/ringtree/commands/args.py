@@ -165,6 +165,10 @@ def links(text: str) -> Any:
     return _convert(parse_links, text)
 
 
+#: The help of every command's collective argument.
+COLLECTIVE_HELP = "one of " + ", ".join(c.value for c in Collective)
+
+
 def collective(text: str) -> Collective:
     """A collective name, hyphens or underscores."""
     try:

@@ -10,6 +10,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ringtree.algorithms import BuildSpec
+from ringtree.collectives import Collective
 from ringtree.commands import args as A
 from ringtree.commands import cost_cluster
 from ringtree.cost.host import HostLink
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "collective",
         type=A.collective,
-        help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
+        help=A.COLLECTIVE_HELP,
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument("--size", type=A.size, help="buffer size S in bytes: 14GB, 64MiB, 4096")
@@ -194,7 +195,9 @@ def run(args: argparse.Namespace) -> int:
     if args.ranks is None:
         raise RingtreeError("give the number of workers: -n N (or --cluster NAME --nodes K)")
     if args.size is None and args.params is None:
-        raise RingtreeError("give --size S or --params P")
+        if args.collective is not Collective.BARRIER:
+            raise RingtreeError("give --size S or --params P")
+        args.size = 0  # a barrier moves no data
     args.model = args.model or DEFAULT_MODEL
     args.link = [*args.link, *args.profile]
     if not args.link:

@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "collective",
         type=A.collective,
-        help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
+        help=A.COLLECTIVE_HELP,
     )
     A.add_workers(p, required=False)
     where = p.add_mutually_exclusive_group(required=True)

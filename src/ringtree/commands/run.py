@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "collective",
         type=A.collective,
-        help="all-reduce, reduce-scatter, all-gather, broadcast or reduce",
+        help=A.COLLECTIVE_HELP,
     )
     A.add_workers(p, A.int_up_to(local.MAX_LOCAL_RANKS, "local processes"))
     local.add_force(p)

@@ -42,8 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "collective",
         type=A.collective,
-        help="all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all, gather, "
-        "scatter or barrier",
+        help=A.COLLECTIVE_HELP,
     )
     A.add_workers(
         p,
