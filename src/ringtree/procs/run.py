@@ -265,7 +265,8 @@ def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     """One rank of ``ringtree run``: the engine's own collective first (what every rank must
     hold), then ringtree's on the same input, checked (the fingerprint exchanged when
     ``check``); the bytes its transport sent in one call; ``iters`` timed calls, each after a
-    ringtree barrier (so that a dead peer is a PeerError here too). ``kill_rank`` dies at its
+    ringtree barrier (so that a dead peer is a PeerError here too), on buffers made before
+    the barrier. ``kill_rank`` dies at its
     second send of the collective."""
     col = Collective.parse(cfg["collective"])
     op = ReduceOp.parse(cfg.get("op", "sum"))
@@ -285,8 +286,11 @@ def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
         "ranks_per_node": cfg.get("ranks_per_node"), "slice_bytes": cfg.get("slice_bytes"),
     }  # fmt: skip
 
-    def ringtree_call(**extra: Any) -> Any:
-        inp, out = call_buffers(col, copy_buffer(x), count, n, rank, root)
+    def fresh() -> tuple[Any, Any]:  # each call gets the input anew (all-reduce is in place)
+        return call_buffers(col, copy_buffer(x), count, n, rank, root)
+
+    def ringtree_call(bufs: tuple[Any, Any], **extra: Any) -> Any:
+        inp, out = bufs
         api.collective(col, inp, out, op, root, transport, **kw, **extra)
         return inp if out is None else out
 
@@ -296,16 +300,17 @@ def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
         api.all_reduce(one, group=transport, algorithm="recursive", timeout=cfg["timeout_s"])
         engine.sync()
 
-    got = engine.numpy(ringtree_call(check="always" if cfg.get("check", True) else False))
+    got = engine.numpy(ringtree_call(fresh(), check="always" if cfg.get("check", True) else False))
     nothing = col in (Collective.REDUCE, Collective.GATHER) and rank != root
     correct = bool(nothing or col is Collective.BARRIER or np.array_equal(got, want))
     rec = Recorder(rank, messages=False)
-    ringtree_call(recorder=rec)  # the bytes at the transport for one call
+    ringtree_call(fresh(), recorder=rec)  # the bytes at the transport for one call
     times, finished = [], []
     for _ in range(int(cfg["iters"])):
+        bufs = fresh()  # made before the clock starts
         barrier()
         t0 = time.perf_counter()
-        ringtree_call(recorder=rec)
+        ringtree_call(bufs, recorder=rec)
         engine.sync()
         times.append(time.perf_counter() - t0)
         finished.append([m - t0 for m in rec.calls[-1].step_done_s])
