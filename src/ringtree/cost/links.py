@@ -157,8 +157,9 @@ SHARED_MEMORY = Link(
 #: Of the loopback step's 128 us, what each message costs a rank (its post and its wait
 #: through the engine's Python and torch's point-to-point call): posting a 2 KiB receive took
 #: 45-60 us and a send 25-40 us on 2 gloo ranks on 2 cores (medians of 300 calls, each after
-#: a barrier, 2026-12-01; docs/engine.md). A step of one message each way keeps the measured
-#: 128 us; a linear all-to-all's step of N-1 each way costs more than one of Bruck's.
+#: a barrier, 2026-12-01, through ProcessGroup.send/recv; posted through the gloo backend
+#: since 9b3a2cc, 26-36 and 16-27 us; docs/engine.md). A step of one message each way keeps
+#: the measured 128 us; a linear all-to-all's step of N-1 each way costs more than Bruck's.
 LOOPBACK_MESSAGE_S = 40e-6
 LOCAL_HOSTS: dict[str, HostLink] = {
     "loopback": HostLink.polling(PRESETS["loopback"], 2, Overload(
