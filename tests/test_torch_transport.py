@@ -1,4 +1,5 @@
-"""TorchTransport's error paths, without a process group: a fake group stands in for gloo."""
+"""TorchTransport's error paths and where it posts, without a process group: fakes stand in
+for gloo."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from ringtree.algorithms import build
 from ringtree.collectives import Collective, ReduceOp
+from ringtree.runtime import torch_dist
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.executor import Context, execute
 from ringtree.runtime.kernels import kernels_for
@@ -107,3 +109,12 @@ def test_posts_go_to_the_groups_gloo_backend_and_to_the_group_without_one():
     t = TorchTransport(alone)
     t.wait(t.send(buf, 2), 1.0)
     assert alone.posted == [("send", 2)]
+
+
+def test_a_group_of_several_backends_lets_torch_pick_one_per_tensor(monkeypatch):
+    monkeypatch.setattr(torch_dist, "_backend_name", lambda group: "cpu:gloo,cuda:nccl")
+    backend = Recording()
+    front = FrontGroup(backend)  # its gloo backend would get CUDA tensors too
+    t = TorchTransport(front)
+    t.wait(t.recv(np.zeros(2, dtype=np.float32), 2), 1.0)
+    assert front.posted == [("recv", 2)] and backend.posted == []

@@ -4,12 +4,13 @@ Posts through the ``send``/``recv`` of the group's gloo backend (group-local ran
 call per message, none of the Python checks of ``dist.isend``, nor the ProcessGroup's trip
 through torch's op dispatcher: with torch's code out of the caches, as between the calls of a
 training step, that trip made a Python 4 KiB exchange between 2 ranks 1.37-1.52x gloo's own
-all-to-all's time instead of 1.22-1.35x, 4 runs of 300 calls). Buffers are tensors, or numpy
-views of CPU tensors (the API hands the engine those: a numpy slice costs 0.1 us, a tensor
-slice 2.3), which are wrapped with ``torch.from_numpy`` (0.7 us, the same memory). NCCL is a
-grouped engine: a step's operations are posted together through ``batch_isend_irecv`` so that
-two ranks sending to each other cannot deadlock; they carry byte views, so every dtype moves
-(NCCL has no int16 or complex).
+all-to-all's time instead of 1.22-1.35x, 4 runs of 300 calls; a group of several backends,
+``cpu:gloo,cuda:nccl``, posts through the group, which picks one per tensor). Buffers are
+tensors, or numpy views of CPU tensors (the API hands the engine those: a numpy slice costs
+0.1 us, a tensor slice 2.3), which are wrapped with ``torch.from_numpy`` (0.7 us, the same
+memory). NCCL is a grouped engine: a step's operations are posted together through
+``batch_isend_irecv`` so that two ranks sending to each other cannot deadlock; they carry byte
+views, so every dtype moves (NCCL has no int16 or complex).
 NCCL's calls return once queued on its stream, and a wait only makes the caller's stream
 wait for the message (the reductions that follow are ordered after it), as torch's own NCCL
 collectives do: the CPU queues the whole schedule without blocking (a wait with a timeout
@@ -74,7 +75,8 @@ class TorchTransport(Transport):
         super().__init__(group.rank(), group.size())
         self.kind = _backend_name(group)
         self.grouped = self.kind == "nccl"
-        self.up = _backend(group) if not self.grouped else group
+        # a group of several backends (cpu:gloo,cuda:nccl) keeps the dispatcher's choice
+        self.up = _backend(group) if self.kind == "gloo" else group
         self.down = down if down is not None else self.up
         self._control = control
 
