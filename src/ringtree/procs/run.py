@@ -266,8 +266,7 @@ def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     hold), then ringtree's on the same input, checked (the fingerprint exchanged when
     ``check``); the bytes its transport sent in one call; ``iters`` timed calls, each after a
     ringtree barrier (so that a dead peer is a PeerError here too), on buffers made before
-    the barrier. ``kill_rank`` dies at its
-    second send of the collective."""
+    the barrier. ``kill_rank`` dies at its second send of the collective."""
     col = Collective.parse(cfg["collective"])
     op = ReduceOp.parse(cfg.get("op", "sum"))
     n, rank, root = engine.size, engine.rank, int(cfg.get("root", 0))

@@ -49,7 +49,7 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
         return buf if buf.ndim == 1 else buf.reshape(-1)
     if kind != "nccl" and _is_tensor(buf):  # the common case first: one torch call
         try:
-            arr = buf.numpy()  # a view; raises for CUDA, autograd, bfloat16 and conj tensors
+            arr = buf.numpy()  # a view; raises for CUDA, autograd, bfloat16, conj and neg views
         except (TypeError, RuntimeError):
             arr = None
         if arr is not None and arr.flags.c_contiguous and dtype_name(arr) in NUMPY_VIEWABLE:
