@@ -86,12 +86,9 @@ def _call(
     options: CallOptions | Options, roots: tuple[int | None, int | None, str] | None = None,
     outputs: list[Any] | None = None, after: Any = None, splits: calls.RankSplits | None = None,
 ) -> Work | None:  # fmt: skip
-    if type(group) is Group and type(options) is Options:  # resolved by the caller
-        g, opts = group, options
-    else:
-        g, opts = _member(group, options, col.value)
-        if g is None:
-            return None
+    g, opts = _member(group, options, col.value)
+    if g is None:
+        return None
     root = g.root(*roots) if roots is not None else 0
     fut = calls.call(g, col, inbuf, outbuf, op, root, opts, async_op, after, splits)
     if fut is None:
@@ -230,9 +227,9 @@ def all_to_all_single(
         sent = _split_elems(input, input_split_sizes, g.size, "input")
         received = _split_elems(output, output_split_sizes, g.size, "output")
         splits = (sent, received)
-    elif input.ndim > 1 or output.ndim > 1:  # a 1-D buffer is cut like np.array_split
-        _check_rows(tuple(input.shape), g.size, "input")
-        _check_rows(tuple(output.shape), g.size, "output")
+    else:
+        _check_rows(input.shape, g.size, "input")
+        _check_rows(output.shape, g.size, "output")
     return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
                  splits=splits)  # fmt: skip
 

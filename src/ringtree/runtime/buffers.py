@@ -12,7 +12,6 @@ can be written, as torch's collectives write it).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -47,17 +46,15 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
                 ".cuda()), or use a gloo group for host memory"
             )
         return buf if buf.ndim == 1 else buf.reshape(-1)
-    if kind != "nccl" and _is_tensor(buf):  # the common case first: one torch call
-        try:
-            arr = buf.numpy()  # a view; raises for CUDA, autograd, bfloat16, conj and neg views
-        except (TypeError, RuntimeError):
-            arr = None
-        if arr is not None and arr.flags.c_contiguous and dtype_name(arr) in NUMPY_VIEWABLE:
-            return arr if arr.ndim == 1 else arr.reshape(-1)
     if not hasattr(buf, "is_contiguous"):
         raise RingtreeError(
             f"{what} must be a torch tensor or a numpy array, got {type(buf).__name__}"
         )
+    arr = None if kind == "nccl" else _numpy_view(buf, what)
+    if arr is not None:  # a new array: never ``is`` another
+        if not arr.flags.c_contiguous:
+            raise RingtreeError(f"{what} must be contiguous: call .contiguous() first")
+        return arr if arr.ndim == 1 else arr.reshape(-1)
     if not buf.is_contiguous():
         raise RingtreeError(f"{what} must be contiguous: call .contiguous() first")
     if kind == "nccl" and buf.device.type != "cuda":
@@ -65,23 +62,27 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
             f"{what} is on {buf.device}: NCCL carries CUDA tensors (move it with .cuda(), "
             "or use a gloo group for CPU tensors)"
         )
-    if buf.is_cpu and dtype_name(buf) in NUMPY_VIEWABLE:  # a new array: never ``is`` another
-        view = buf.detach() if buf.requires_grad else buf
-        if view.is_conj() or view.is_neg():  # its memory does not hold its values
-            raise RingtreeError(
-                f"{what} is a lazily conjugated or negated view: call .resolve_conj() and "
-                ".resolve_neg() first (the engine moves memory as it is)"
-            )
-        arr = view.numpy()
-        return arr if arr.ndim == 1 else arr.reshape(-1)
     view = buf.detach()
     return view if view.dim() == 1 else view.view(-1)
 
 
-def _is_tensor(buf: Any) -> bool:
-    """Whether ``buf`` is a torch tensor (torch not imported: it cannot be one)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(buf, torch.Tensor)
+def _numpy_view(t: Any, what: str) -> np.ndarray | None:
+    """A numpy view of CPU tensor ``t`` when its dtype is in NUMPY_VIEWABLE (one torch call in
+    the common case), else None; RingtreeError for a lazily conjugated or negated view."""
+    try:
+        arr = t.numpy()
+    except TypeError:  # not in host memory, or a dtype numpy lacks (bfloat16)
+        return None
+    except RuntimeError:  # it requires grad, or its memory does not hold its values
+        if t.is_conj() or t.is_neg():
+            raise RingtreeError(
+                f"{what} is a lazily conjugated or negated view: call .resolve_conj() and "
+                ".resolve_neg() first (the engine moves memory as it is)"
+            ) from None
+        if not t.requires_grad:
+            raise
+        return _numpy_view(t.detach(), what)
+    return arr if dtype_name(arr) in NUMPY_VIEWABLE else None
 
 
 def numel(x: Any) -> int:
