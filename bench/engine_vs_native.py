@@ -16,7 +16,11 @@ ratio is the median of the per-iteration ratios ringtree/native, so the machine'
 both sides alike. On a busy machine a cell's ratio still moves by 15-20 % from one run to the
 next (gloo's 1 MiB reduce-scatter on 2 ranks: 1.6-2.4x faster over 19 runs), so ``--runs R``
 repeats the whole measurement R times (runs after one another, each with fresh processes)
-and reports, per cell, the median of the R run ratios with their range. Every cell
+and reports, per cell, the median of the R run ratios with their range. Cells below 4 MiB
+time 120 iterations, the others 30 (``--iters`` sets every cell): a median of 30 calls of a few
+KiB, whose single calls vary by 2x, moved a run's all-to-all ratio at N=2, 4 KiB over
+1.06-1.54 in 8 runs, a median of 120 over 1.17-1.35 (medians over the runs 1.36 and 1.29; the
+same at 16 and 64 KiB, and at N=4, 1 MiB: 0.80-1.12 against 1.08-1.18). Every cell
 is also a correctness check: ``wrong`` counts ranks whose first ringtree result differed
 from native.
 
@@ -57,13 +61,13 @@ def worker(cfg: dict[str, Any]) -> None:
     engine = NativeEngine(cfg["backend"], 120)
     n, rank = engine.size, engine.rank
     cells = []
-    for size in cfg["sizes"]:
+    for size, iters in zip(cfg["sizes"], cfg["iters"], strict=True):
         count = size // 4
         base = ((np.arange(count) * 7 + rank * 3) % 11 - 5).astype(np.float32)
         for col in cfg["algorithms"]:
             times: dict[str, list[tuple[float, float]]] = {"ringtree": [], "native": []}
             wrong = False
-            for it in range(cfg["warmup"] + cfg["iters"]):
+            for it in range(cfg["warmup"] + iters):
                 results = {}
                 order = ("ringtree", "native") if it % 2 == 0 else ("native", "ringtree")
                 for who in order:
@@ -83,6 +87,19 @@ def worker(cfg: dict[str, Any]) -> None:
             cells.append({"size": size, "collective": col, "times": times, "wrong": wrong})
     write_result(rank, {"cells": cells, "algorithms": _algorithms(ringtree, n, cfg)})
     engine.close()
+
+
+#: Timed iterations per cell when ``--iters`` is not given (module doc).
+SMALL_CELL_BYTES = 4 << 20
+SMALL_CELL_ITERS, BIG_CELL_ITERS = 120, 30
+
+
+def iterations(sizes: list[int], iters: int | None) -> list[int]:
+    """Timed iterations of each size's cells: ``iters`` for every one when given, else
+    SMALL_CELL_ITERS below SMALL_CELL_BYTES and BIG_CELL_ITERS from it."""
+    if iters is not None:
+        return [iters] * len(sizes)
+    return [SMALL_CELL_ITERS if s < SMALL_CELL_BYTES else BIG_CELL_ITERS for s in sizes]
 
 
 def _clock() -> float:
@@ -166,12 +183,13 @@ def algorithms_per_collective(
     return {c: name if has[c] else "auto" for c in collectives}
 
 
-def measure(backend: str, n: int, sizes: list[int], iters: int, algorithm: str,
+def measure(backend: str, n: int, sizes: list[int], iters: int | None, algorithm: str,
             collectives: tuple[str, ...] = COLLECTIVES) -> list[dict]:  # fmt: skip
-    """Launch N ranks, return one row per (size, collective)."""
+    """Launch N ranks, return one row per (size, collective); ``iters`` None: the defaults
+    of :func:`iterations`."""
     from ringtree.procs.launch import launch
 
-    cfg = {"backend": backend, "sizes": sizes, "iters": iters, "warmup": 2,
+    cfg = {"backend": backend, "sizes": sizes, "iters": iterations(sizes, iters), "warmup": 2,
            "algorithms": algorithms_per_collective(algorithm, collectives)}  # fmt: skip
     out = launch(n, backend, [str(Path(__file__).resolve()), "--worker", json.dumps(cfg)],
                  timeout_s=1800)  # fmt: skip
@@ -277,7 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranks", default="2,4", help="comma-separated N (default 2,4)")
     p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"default {DEFAULT_SIZES}")
     p.add_argument(
-        "--iters", type=_positive, default=30, help="timed iterations per cell (default 30)"
+        "--iters",
+        type=_positive,
+        help=f"timed iterations per cell (default {SMALL_CELL_ITERS} below "
+        f"{SMALL_CELL_BYTES >> 20} MiB, {BIG_CELL_ITERS} from it)",
     )
     p.add_argument("--backends", default="gloo,mpi", help="gloo, mpi and/or nccl (CUDA)")
     p.add_argument("--algorithm", default="auto", help="ringtree's algorithm (default auto)")

@@ -68,3 +68,10 @@ def test_runs_and_iters_below_one_exit_2_with_one_line(capsys, flag, value):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"{flag}: expected a whole number >= 1, got '{value}'" in err
+
+
+def test_small_cells_time_more_iterations_unless_iters_is_given():
+    bench = load()
+    sizes = [4096, (4 << 20) - 1, 4 << 20, 64 << 20]
+    assert bench.iterations(sizes, None) == [120, 120, 30, 30]
+    assert bench.iterations(sizes, 7) == [7, 7, 7, 7]
