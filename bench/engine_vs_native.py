@@ -24,7 +24,7 @@ same at 16 and 64 KiB, and at N=4, 1 MiB: 0.80-1.12 against 1.08-1.18). Every ce
 is also a correctness check: ``wrong`` counts ranks whose first ringtree result differed
 from native.
 
-    python bench/engine_vs_native.py                       # the whole table (~5 min)
+    python bench/engine_vs_native.py                       # the whole table (~2-3 min)
     python bench/engine_vs_native.py --ranks 4 --sizes 1MiB,4MiB --backends gloo --json
     python bench/engine_vs_native.py --sizes 1MiB,4MiB --iters 90 --runs 5   # the bar cells
     python bench/engine_vs_native.py --collectives all-to-all --backends gloo --runs 3
