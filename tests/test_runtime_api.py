@@ -229,3 +229,131 @@ def test_host_memory_on_an_nccl_group_is_a_clear_error(make, expected):
         return t.messages_sent
 
     assert run_ranks(2, body) == [0, 0]
+
+
+def test_an_output_overlapping_its_input_is_refused_on_every_call_not_just_the_first():
+    def body(t: LocalTransport) -> list[str]:
+        errors = []
+        for _ in range(2):  # the second call of the shape finds the first's plan
+            out = np.empty(8)
+            ringtree.all_to_all_single(out, np.arange(8.0) + 10 * t.rank, group=t)
+            for x in (np.arange(8.0), torch.arange(8.0)):  # torch: two views of one memory
+                with pytest.raises(RingtreeError) as info:
+                    ringtree.all_to_all_single(x, x, group=t)
+                errors.append(str(info.value))
+            x = np.arange(8.0)
+            with pytest.raises(RingtreeError) as info:
+                ringtree.reduce_scatter(x[4 * t.rank : 4 * t.rank + 4], x, group=t)
+            errors.append(str(info.value))
+        return errors
+
+    for errors in run_ranks(2, body):
+        assert len(errors) == 6
+        assert all("output overlaps its input: pass separate buffers" in e for e in errors)
+
+
+def test_all_gather_in_place_works_and_a_partial_overlap_is_a_one_line_error():
+    def body(t: LocalTransport) -> torch.Tensor:
+        out = torch.zeros(8, dtype=torch.bfloat16)
+        out[4 * t.rank : 4 * t.rank + 4] = t.rank + 1
+        ringtree.all_gather(out, out[4 * t.rank : 4 * t.rank + 4], group=t)  # torch's in-place
+        bad = torch.zeros(8, dtype=torch.bfloat16)
+        with pytest.raises(RingtreeError, match="not rank .'s block of it") as info:
+            ringtree.all_gather(bad, bad[1:5], group=t)
+        assert "\n" not in str(info.value)
+        return out
+
+    for out in run_ranks(2, body):
+        assert out.tolist() == [1.0] * 4 + [2.0] * 4
+
+
+def test_calls_read_their_input_in_call_order_behind_async_calls():
+    def body(t: LocalTransport) -> list[list[float]]:
+        a = np.full(2, t.rank + 1.0)
+        w = ringtree.all_reduce(a, group=t, async_op=True)  # a becomes 3 on both ranks
+        gathered = np.empty(4)
+        ringtree.all_gather(gathered, a, group=t)
+        parts = [np.full(2, t.rank + 1.0) for _ in range(2)]
+        ws = [ringtree.all_reduce(p, group=t, async_op=True) for p in parts]
+        scattered = np.empty(2)
+        ringtree.reduce_scatter(scattered, parts, group=t)
+        ins = [np.full(1, t.rank + 1.0) for _ in range(2)]
+        ws += [ringtree.all_reduce(p, group=t, async_op=True) for p in ins]
+        outs = [np.empty(1) for _ in range(2)]
+        ringtree.all_to_all(outs, ins, group=t)
+        src = [np.full(1, t.rank + 1.0) for _ in range(2)]
+        ws += [ringtree.all_reduce(p, group=t, async_op=True) for p in src]
+        got = np.empty(1)
+        ringtree.scatter(got, src if t.rank == 0 else None, src=0, group=t)
+        assert w.wait() and all(x.wait() for x in ws)
+        return [gathered.tolist(), scattered.tolist(), [float(o[0]) for o in outs],
+                got.tolist()]  # fmt: skip
+
+    for got in run_ranks(2, body):
+        assert got == [[3.0] * 4, [6.0] * 2, [3.0, 3.0], [3.0]]
+
+
+@pytest.mark.parametrize(
+    ("bad", "expected"),
+    [
+        (lambda t: ringtree.all_gather([np.empty(2)], np.ones(2), group=t),
+         "all-gather output is a list of 1 tensors"),
+        (lambda t: ringtree.all_to_all_single(np.empty((3, 2)), np.ones((3, 2)), group=t),
+         "input has 3 rows (dim 0), not a multiple of the group size 2"),
+        (lambda t: ringtree.all_to_all_single(np.empty(4), np.ones(4), [1.5, 2.5], [2, 2],
+                                              group=t),
+         "output_split_sizes must be whole numbers"),
+        (lambda t: ringtree.all_to_all([np.empty(2)], [np.ones(2)], group=t),
+         "input_tensor_list holds 1 tensors: expected one per rank (2)"),
+        (lambda t: ringtree.gather(np.ones(2), [np.empty(2), np.empty(2)], dst=0, group=t),
+         "gather_list is given on a rank that is not the destination"),
+        (lambda t: ringtree.broadcast(np.ones(4), src=7, group=t),
+         "src=7 is not a rank of this group"),
+    ],
+)  # fmt: skip
+def test_a_bad_argument_on_one_rank_fails_every_rank_now_and_the_group_stays_usable(bad, expected):
+    good = {
+        "all-gather": lambda t: ringtree.all_gather([np.empty(2), np.empty(2)], np.ones(2),
+                                                    group=t),
+        "all-to-all": lambda t: ringtree.all_to_all_single(np.empty(4), np.ones(4), group=t),
+        "lists": lambda t: ringtree.all_to_all([np.empty(2)] * 2, [np.ones(2)] * 2, group=t),
+        "gather": lambda t: ringtree.gather(np.ones(2), [np.empty(2), np.empty(2)], dst=0,
+                                            group=t),
+        "broadcast": lambda t: ringtree.broadcast(np.ones(4), src=0, group=t),
+    }  # fmt: skip
+    same = {
+        "all-gather": "all-gather",
+        "rows": "all-to-all",
+        "must be whole": "all-to-all",
+        "input_tensor_list": "lists",
+        "gather_list": "gather",
+        "src=7": "broadcast",
+    }
+    kind = next(v for k, v in same.items() if k in expected)
+
+    def body(t: LocalTransport) -> str:
+        with pytest.raises(MismatchError) as info:
+            bad(t) if t.rank == 1 else good[kind](t)
+        x = np.full(3, float(t.rank))
+        ringtree.all_reduce(x, group=t, timeout=10)  # the next call runs as it should
+        assert x.tolist() == [1.0] * 3
+        return str(info.value)
+
+    msgs = run_ranks(2, body)
+    assert expected in msgs[1] and "\n" not in msgs[1]
+    assert "rank 1 rejected its input" in msgs[0]
+
+
+def test_a_different_collective_is_named_with_its_algorithm():
+    def body(t: LocalTransport) -> str:
+        x = np.ones(8)
+        with pytest.raises(MismatchError) as info:
+            if t.rank == 1:
+                ringtree.all_reduce(x, group=t, algorithm="recursive", timeout=10)
+            else:
+                ringtree.broadcast(x, src=0, group=t, algorithm="tree", timeout=10)
+        return str(info.value)
+
+    for msg in run_ranks(3, body):
+        assert "rank 1 called with collective=all-reduce" in msg and "algorithm=recursive" in msg
+        assert "algorithm=tree" in msg and "#" not in msg

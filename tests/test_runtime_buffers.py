@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ringtree.errors import RingtreeError
+from ringtree.runtime import buffers
 from ringtree.runtime.buffers import flat
 
 
@@ -59,3 +60,15 @@ def test_what_cannot_be_a_view_is_a_one_line_error(buf, kind, writable, expected
     with pytest.raises(RingtreeError) as info:
         flat(buf, "input", kind, writable)
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_list_is_joined_into_one_buffer_and_filled_when_its_turn_comes():
+    parts = [torch.arange(3.0), torch.arange(2.0).reshape(2, 1)]
+    whole = buffers.join(parts, "the list")
+    assert whole.shape == (5,) and whole.dtype == torch.float32
+    buffers.fill_from(whole, parts)
+    assert whole.tolist() == [0.0, 1.0, 2.0, 0.0, 1.0]
+    joined = buffers.concat([np.ones(2, np.int16)] * 2, 2, "x")
+    assert joined.dtype == np.int16 and joined.shape == (4,)
+    with pytest.raises(RingtreeError, match="the list mixes dtypes float32 and float64"):
+        buffers.join([np.ones(2, np.float32), np.ones(2)], "the list")

@@ -19,8 +19,9 @@ the odd ranks (checked on the first call of each call shape by default).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, Unpack
 
 import numpy as np
@@ -85,12 +86,16 @@ def _call(
     col: Collective, inbuf: Any, outbuf: Any, op: Any, group: Any, async_op: bool,
     options: CallOptions | Options, roots: tuple[int | None, int | None, str] | None = None,
     outputs: list[Any] | None = None, after: Any = None, splits: calls.RankSplits | None = None,
+    before: Any = None,
 ) -> Work | None:  # fmt: skip
     g, opts = _member(group, options, col.value)
     if g is None:
         return None
-    root = g.root(*roots) if roots is not None else 0
-    fut = calls.call(g, col, inbuf, outbuf, op, root, opts, async_op, after, splits)
+    root = 0
+    if roots is not None:
+        with _refusing(g, col, opts, op):
+            root = g.root(*roots)
+    fut = calls.call(g, col, inbuf, outbuf, op, root, opts, async_op, after, splits, before)
     if fut is None:
         return None
     return Work(fut, outputs if outputs is not None else [inbuf if outbuf is None else outbuf])
@@ -123,8 +128,11 @@ def reduce_scatter(
         g, opts = _member(group, options, "reduce-scatter")
         if g is None:
             return None
-        input = buffers.concat(input, g.size, "reduce-scatter input")  # noqa: A001
-        return _call(Collective.REDUCE_SCATTER, input, output, op, g, async_op, opts)
+        parts = list(input)
+        with _refusing(g, Collective.REDUCE_SCATTER, opts, op):
+            whole = buffers.concat(parts, g.size, "reduce-scatter input")
+        return _call(Collective.REDUCE_SCATTER, whole, output, op, g, async_op, opts,
+                     before=lambda: buffers.fill_from(whole, parts))  # fmt: skip
     return _call(Collective.REDUCE_SCATTER, input, output, op, group, async_op, options)
 
 
@@ -142,7 +150,8 @@ def all_gather(
     if g is None:
         return None
     parts = list(output)
-    whole = buffers.concat(parts, g.size, "all-gather output", fill=False)
+    with _refusing(g, Collective.ALL_GATHER, opts):
+        whole = buffers.concat(parts, g.size, "all-gather output")
     return _call(Collective.ALL_GATHER, input, whole, None, g, async_op, opts,
                  outputs=parts, after=lambda: buffers.split_into(whole, parts))  # fmt: skip
 
@@ -223,13 +232,14 @@ def all_to_all_single(
     if g is None:
         return None
     splits = None
-    if input_split_sizes or output_split_sizes:
-        sent = _split_elems(input, input_split_sizes, g.size, "input")
-        received = _split_elems(output, output_split_sizes, g.size, "output")
-        splits = (sent, received)
-    else:
-        _check_rows(input.shape, g.size, "input")
-        _check_rows(output.shape, g.size, "output")
+    with _refusing(g, Collective.ALL_TO_ALL, opts):
+        if input_split_sizes or output_split_sizes:
+            sent = _split_elems(input, input_split_sizes, g.size, "input")
+            received = _split_elems(output, output_split_sizes, g.size, "output")
+            splits = (sent, received)
+        else:
+            _check_rows(input.shape, g.size, "input")
+            _check_rows(output.shape, g.size, "output")
     return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
                  splits=splits)  # fmt: skip
 
@@ -246,16 +256,17 @@ def all_to_all(
     if g is None:
         return None
     ins, outs = list(input_tensor_list), list(output_tensor_list)
-    for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
-        if len(parts) != g.size:
-            raise RingtreeError(f"{what} holds {len(parts)} tensors: expected one per rank "
-                                f"({g.size})")  # fmt: skip
-    whole_in = buffers.join(ins)
-    whole_out = buffers.join(outs, fill=False)
+    with _refusing(g, Collective.ALL_TO_ALL, opts):
+        for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
+            if len(parts) != g.size:
+                raise RingtreeError(f"{what} holds {len(parts)} tensors: expected one per "
+                                    f"rank ({g.size})")  # fmt: skip
+        whole_in = buffers.join(ins, "input_tensor_list")
+        whole_out = buffers.join(outs, "output_tensor_list")
     splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
     return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, opts,
                  outputs=outs, after=lambda: buffers.split_into(whole_out, outs),
-                 splits=splits)  # fmt: skip
+                 splits=splits, before=lambda: buffers.fill_from(whole_in, ins))  # fmt: skip
 
 
 def gather(
@@ -327,20 +338,23 @@ def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group:
     if g is None:
         return None
     roots = (*root, "dst")
-    if g.rank != g.root(*roots):
-        if parts:
+    with _refusing(g, Collective.GATHER, opts):
+        mine = g.rank == g.root(*roots)
+        if mine:
+            _require_parts(parts, "gather_list", "destination")
+        elif parts:
             raise RingtreeError(
                 "gather_list is given on a rank that is not the destination: only the "
                 "destination gives it (as in torch.distributed)"
             )
+        outs = list(parts) if mine and isinstance(parts, list | tuple) else None
+        whole = buffers.concat(outs, g.size, "gather_list") if outs else None
+    if not mine:
         return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
                      async_op, opts, roots=roots)  # fmt: skip
-    _require_parts(parts, "gather_list", "destination")
-    if not isinstance(parts, list | tuple):  # one whole buffer (api.collective)
+    if outs is None:  # one whole buffer (api.collective)
         return _call(Collective.GATHER, tensor, parts, None, g, async_op, opts,
                      roots=roots)  # fmt: skip
-    outs = list(parts)
-    whole = buffers.concat(outs, g.size, "gather_list", fill=False)
     return _call(Collective.GATHER, tensor, whole, None, g, async_op, opts, roots=roots,
                  outputs=outs, after=lambda: buffers.split_into(whole, outs))  # fmt: skip
 
@@ -352,13 +366,29 @@ def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group
     if g is None:
         return None
     roots = (*root, "src")
-    if g.rank != g.root(*roots):
+    with _refusing(g, Collective.SCATTER, opts):
+        mine = g.rank == g.root(*roots)
+        if mine:
+            _require_parts(parts, "scatter_list", "source")
+        ins = list(parts) if mine and isinstance(parts, list | tuple) else None
+        whole = buffers.concat(ins, g.size, "scatter_list") if ins else None
+    if not mine:
         return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
                      async_op, opts, roots=roots)  # fmt: skip
-    _require_parts(parts, "scatter_list", "source")
-    whole = buffers.concat(list(parts), g.size, "scatter_list") \
-        if isinstance(parts, list | tuple) else parts  # fmt: skip
-    return _call(Collective.SCATTER, whole, tensor, None, g, async_op, opts, roots=roots)
+    if ins is None:  # one whole buffer (api.collective)
+        return _call(Collective.SCATTER, parts, tensor, None, g, async_op, opts, roots=roots)
+    return _call(Collective.SCATTER, whole, tensor, None, g, async_op, opts, roots=roots,
+                 before=lambda: buffers.fill_from(whole, ins))  # fmt: skip
+
+
+@contextmanager
+def _refusing(g: Group, col: Collective, opts: Options, op: Any = None) -> Iterator[None]:
+    """A bad argument found before the call is refused as the call's own checks are
+    (:func:`calls.refuse`): the peers learn it now, not from this rank's next call."""
+    try:
+        yield
+    except RingtreeError as e:
+        calls.refuse(g, col, op, 0, opts, e)
 
 
 def _require_parts(parts: Any, what: str, role: str) -> None:

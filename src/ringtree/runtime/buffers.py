@@ -111,9 +111,9 @@ def same_memory(a: Any, b: Any) -> bool:
     return span(a)[0] == span(b)[0]
 
 
-def concat(parts: Sequence[Any], n: int, what: str, fill: bool = True) -> Any:
-    """One flat buffer for a list of N per-rank blocks (their contents copied if ``fill``);
-    RingtreeError unless there are N blocks of the np.array_split sizes of their total."""
+def concat(parts: Sequence[Any], n: int, what: str) -> Any:
+    """An empty flat buffer for a list of N per-rank blocks (:func:`join`); RingtreeError
+    unless there are N blocks of the np.array_split sizes of their total."""
     if len(parts) != n:
         raise RingtreeError(
             f"{what} is a list of {len(parts)} tensors: expected one per rank ({n})"
@@ -123,22 +123,21 @@ def concat(parts: Sequence[Any], n: int, what: str, fill: bool = True) -> Any:
     want = [b[r + 1] - b[r] for r in range(n)]
     if sizes != want:
         raise RingtreeError(f"{what} blocks have {sizes} elements: expected {want}")
-    return join(parts, fill)
+    return join(parts, what)
 
 
-def join(parts: Sequence[Any], fill: bool = True) -> Any:
-    """One flat buffer of ``parts``' sizes, side by side (their contents copied if ``fill``),
-    on the first part's kind, dtype and device."""
+def join(parts: Sequence[Any], what: str) -> Any:
+    """An empty flat buffer of ``parts``' sizes together, of their kind, dtype and device
+    (:func:`fill_from` copies the parts in, :func:`split_into` back out); RingtreeError when
+    the parts' dtypes differ."""
     first = parts[0]
+    odd = next((p for p in parts if p.dtype != first.dtype), None)
+    if odd is not None:
+        raise RingtreeError(f"{what} mixes dtypes {first.dtype} and {odd.dtype}: give one dtype")
+    total = sum(numel(p) for p in parts)
     if isinstance(first, np.ndarray):
-        if fill:
-            return np.concatenate([np.asarray(p).reshape(-1) for p in parts])
-        return np.empty(sum(numel(p) for p in parts), dtype=first.dtype)
-    import torch
-
-    if fill:
-        return torch.cat([p.reshape(-1) for p in parts])
-    return first.new_empty(sum(numel(p) for p in parts))
+        return np.empty(total, dtype=first.dtype)
+    return first.new_empty(total)
 
 
 def empty_view(x: Any) -> Any:
@@ -157,6 +156,19 @@ def split_into(whole: Any, parts: Sequence[Any]) -> None:
             np.copyto(p, src)
         else:
             p.copy_(src)
+        start += k
+
+
+def fill_from(whole: Any, parts: Sequence[Any]) -> None:
+    """Copy ``parts`` side by side into ``whole`` (the inverse of :func:`split_into`)."""
+    start = 0
+    for p in parts:
+        k = numel(p)
+        dst = whole[start : start + k]
+        if isinstance(dst, np.ndarray):
+            np.copyto(dst, np.asarray(p).reshape(-1))
+        else:
+            dst.copy_(p.reshape(-1))
         start += k
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 from ringtree.algorithms import build
 from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
@@ -100,16 +100,20 @@ def call(
     async_op: bool,
     after: Callable[[], None] | None = None,
     splits: RankSplits | None = None,
+    before: Callable[[], None] | None = None,
 ) -> Future | None:
     """Run ``col`` on ``group`` (``outbuf`` None: in place; ``root``: a group rank);
-    ``after()`` runs once the collective is done; ``splits``: an all-to-all's split sizes
-    (elements this rank sends each rank, and receives from each). Returns the future of an
-    async call."""
+    ``before()`` runs when the call's turn comes (after the group's earlier calls: it fills
+    the input), ``after()`` once the collective is done; ``splits``: an all-to-all's split
+    sizes (elements this rank sends each rank, and receives from each). Returns the future
+    of an async call."""
     timeout_s = opts.timeout_s or group.settings.timeout_s
     mode = opts.check or group.settings.check
     try:
         x = buffers.flat(inbuf, "input", group.kind, writable=outbuf is None)
         y = x if outbuf is None else buffers.flat(outbuf, "output", group.kind, writable=True)
+        if col in OVERLAP_CHECKED:  # this call's buffers: the shape's plan says nothing of them
+            _check_overlap(col, x, y, group.rank, group.size)
         key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y),
                buffers.numel(x), buffers.numel(y), y is x, op, root, opts.algorithm,
                opts.n_chunks, opts.ranks_per_node, opts.slice_bytes, splits)  # fmt: skip
@@ -127,16 +131,14 @@ def call(
         if new and shape is not None:
             group.see(shape)
     except RingtreeError as e:
-        if mode == "off" or group.size == 1:
-            raise
-        _reject(group, col, op, root, opts, timeout_s)  # the peers fail now, not at a timeout
-        raise MismatchError(f"rank {group.rank}: {e}", ranks=[group.rank]) from None
+        refuse(group, col, op, root, opts, e)
     exchange = mode == "always" or (mode == "first" and new)
+    own = None  # all-gather: this rank's input, copied into its block of the output
     if col is Collective.ALL_GATHER:
         b = block_bounds(plan.count, group.size)
         mine = y[b[group.rank] : b[group.rank + 1]]
         if not buffers.same_memory(mine, x):
-            kernels_for(y).copy(mine, x)
+            own = (mine, x)
         x = y
     recorder = opts.recorder
 
@@ -148,9 +150,13 @@ def call(
                 group.plans.pop(key, None)  # every rank raises: all forget the shape
                 group.checked.discard(shape)
                 raise
+        if before is not None:
+            before()
+        if own is not None:
+            kernels_for(y).copy(*own)
         marks: list[float] | None = None
         if recorder is not None:
-            marks, start, before = [], recorder.clock(), group.transport.counters()
+            marks, start, counted = [], recorder.clock(), group.transport.counters()
         ctx = Context(
             plan.label,
             timeout_s,
@@ -161,7 +167,7 @@ def call(
                 group.size, ctx)  # fmt: skip
         if recorder is not None:
             sent, received, messages = (
-                a - b for a, b in zip(group.transport.counters(), before, strict=True)
+                a - b for a, b in zip(group.transport.counters(), counted, strict=True)
             )
             recorder.calls.append(CallRecord(
                 group.rank, group.size, col.value, plan.algorithm, plan.n_chunks, plan.count,
@@ -250,6 +256,19 @@ def describe(group: Group, plan: CallPlan, opts: Options, slice_bytes: int) -> s
             f", largest message {biggest} B (slices of up to {slice_bytes} B)")  # fmt: skip
 
 
+def refuse(group: Group, col: Collective, op: Any, root: int, opts: Options,
+           error: RingtreeError) -> NoReturn:  # fmt: skip
+    """Raise ``error``, why this rank cannot make the call: as it is when checks are off or
+    the group has one rank, else as a MismatchError once the peers have been told (a
+    "rejected" fingerprint, sent in turn after the group's earlier calls), so that they fail
+    now rather than at a timeout or on this rank's next call."""
+    if (opts.check or group.settings.check) == "off" or group.size == 1:
+        raise error
+    timeout_s = opts.timeout_s or group.settings.timeout_s
+    group.submit(lambda: _reject(group, col, op, root, opts, timeout_s), async_op=False)
+    raise MismatchError(f"rank {group.rank}: {error}", ranks=[group.rank]) from None
+
+
 def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
             timeout_s: float) -> None:  # fmt: skip
     """Send a "rejected" fingerprint so that the peers raise MismatchError naming this rank
@@ -279,10 +298,6 @@ def validate(
         )
     if y is not x and buffers.device(x) != buffers.device(y):
         raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
-    if y is not x and col in (Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
-        (a0, a1), (b0, b1) = buffers.span(x), buffers.span(y)
-        if a0 < b1 and b0 < a1 and min(a1 - a0, b1 - b0) > 0:
-            raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
     if col.has_root and not 0 <= root < n:
         raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
     if col is Collective.ALL_TO_ALL:
@@ -312,6 +327,27 @@ def validate(
             f"over {n} ranks has {want} (np.array_split blocks)"
         )
     return count
+
+
+#: The collectives whose output may not overlap their input, nor be it (all-gather: but as
+#: this rank's block, torch's in-place form).
+OVERLAP_CHECKED = frozenset((Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
+                             Collective.ALL_GATHER))  # fmt: skip
+
+
+def _check_overlap(col: Collective, x: Any, y: Any, rank: int, n: int) -> None:
+    """RingtreeError when output ``y`` overlaps input ``x`` where ``col`` cannot have it."""
+    (a0, a1), (b0, b1) = buffers.span(x), buffers.span(y)
+    if not (a0 < b1 and b0 < a1 and min(a1 - a0, b1 - b0) > 0):
+        return
+    if col is not Collective.ALL_GATHER:
+        raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
+    b, size = block_bounds(buffers.numel(y), n), buffers.itemsize(y)
+    if (a0, a1) != (b0 + b[rank] * size, b0 + b[rank + 1] * size):
+        raise RingtreeError(
+            f"all-gather input overlaps the output but is not rank {rank}'s block of it: pass "
+            "that block (in place) or a separate buffer"
+        )
 
 
 def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | None) -> Size:

@@ -98,9 +98,9 @@ def _describe(field: str, value: int, collective: Collective) -> str:
         return DTYPES[value] if 0 <= value < len(DTYPES) else f"#{value}"
     if field == "op":
         return _OPS[value].value if 0 <= value < len(_OPS) else "none"
-    if field == "algorithm":
-        names = [a for a in algorithms_for(collective) if _crc(a) == value]
-        return names[0] if names else f"#{value:08x}"
+    if field == "algorithm":  # the odd rank's may be another collective's algorithm
+        names = (a for c in (collective, *Collective) for a in algorithms_for(c))
+        return next((a for a in names if _crc(a) == value), f"#{value:08x}")
     if field == "input":
         return "valid" if value else "rejected"
     if field == "splits":
