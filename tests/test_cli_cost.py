@@ -212,6 +212,10 @@ def test_a_barrier_needs_no_size_other_collectives_do(capsys):
     got = rows(capsys, ["cost", "barrier", "-n", "8", "--link", "nvlink4"])["nvlink4"]
     assert got["algorithm"] == "dissemination" and got["size_bytes"] == 0
     assert got["steps"] == 3 and got["time_s"] == pytest.approx(3 * link.alpha_s)  # log2 8
+    for extra in (["--size", "8MB"], ["--params", "7e9"]):  # moves nothing, whatever the size
+        sized = rows(capsys, ["cost", "barrier", "-n", "8", "--link", "nvlink4", *extra])
+        assert sized["nvlink4"]["bytes_sent_per_worker"] == 0
+        assert sized["nvlink4"]["time_s"] == pytest.approx(3 * link.alpha_s)
     assert main(["cost", "all-to-all", "-n", "8", "--link", "nvlink4"]) == 2
     assert "give --size S or --params P" in capsys.readouterr().err
 

@@ -26,6 +26,12 @@ def test_trace_all_reduce_json(capsys):
     assert data["bytes_sent"] == [2 * 3 * (1 << 20) // 4 // 4 * 4] * 4
 
 
+def test_a_barrier_traces_empty_messages_whatever_the_size(capsys):
+    assert main(["trace", "barrier", "-n", "4", "--size", "8MiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["steps"]) == 2 and data["bytes_sent"] == [0] * 4  # log2 4 rounds
+
+
 def test_trace_table_shows_six_steps(capsys):
     assert main(["trace", "all_reduce", "-n", "4"]) == 0
     out = capsys.readouterr().out

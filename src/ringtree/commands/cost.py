@@ -194,10 +194,10 @@ def run(args: argparse.Namespace) -> int:
             raise RingtreeError(f"{flag} goes with --cluster (the NCCL model)")
     if args.ranks is None:
         raise RingtreeError("give the number of workers: -n N (or --cluster NAME --nodes K)")
-    if args.size is None and args.params is None:
-        if args.collective is not Collective.BARRIER:
-            raise RingtreeError("give --size S or --params P")
-        args.size = 0  # a barrier moves no data
+    if args.collective is Collective.BARRIER:  # it moves no data, whatever the size
+        args.size, args.params = 0, None
+    elif args.size is None and args.params is None:
+        raise RingtreeError("give --size S or --params P")
     args.model = args.model or DEFAULT_MODEL
     args.link = [*args.link, *args.profile]
     if not args.link:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ringtree.algorithms import build, default_algorithm
+from ringtree.collectives import Collective
 from ringtree.commands import args as A
 from ringtree.cost.links import get_link
 from ringtree.cost.model import step_times_s
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         fold=args.fold,
     )
     _check_size(schedule)
-    count = args.size // itemsize
+    count = 0 if args.collective is Collective.BARRIER else args.size // itemsize  # no data
     data = trace_data(schedule, count, itemsize)
     step_times = None
     if args.link is not None:
