@@ -17,6 +17,7 @@ from ringtree.cost.host import HostLink, HostModel, under_load
 from ringtree.cost.models import predict
 from ringtree.cost.profile import load_profile
 from ringtree.cost.select import tuned
+from ringtree.errors import RingtreeError
 
 TRUTH = HostLink("truth", bandwidth_Bps=1e9, alpha_s=2e-4,
                  host=HostModel(2, 40e-6, 150e-6, 2.2e9, 1 / 6e9))  # fmt: skip
@@ -64,6 +65,11 @@ def test_errors_and_picks_by_hand():
 def test_sizes_the_fit_saw_are_left_out():
     v = validate(sweep_of([1 << 20, 4 << 20]), TRUTH, skip_sizes={1 << 20})
     assert v.skipped_sizes == [1 << 20] and {c.size_bytes for c in v.checks} == {4 << 20}
+
+
+def test_nothing_left_to_compare_is_an_error_not_a_perfect_score():
+    with pytest.raises(RingtreeError, match="every measured size was one the fit saw"):
+        validate(sweep_of([1 << 20, 4 << 20]), TRUTH, skip_sizes={1 << 20, 4 << 20})
 
 
 def test_calibrate_then_validate_from_saved_sweeps(tmp_path, capsys):

@@ -21,6 +21,7 @@ from ringtree.cost.host import HostLink
 from ringtree.cost.model import Link
 from ringtree.cost.models import predict
 from ringtree.cost.select import choose
+from ringtree.errors import RingtreeError
 
 #: auto's pick counts as right when measured within this fraction of the fastest.
 AUTO_TOLERANCE = 0.10
@@ -144,6 +145,12 @@ def validate(result: BenchResult, link: Link, skip_sizes: set[int] | None = None
     rows = [r for r in result.rows if r.algorithm != NATIVE and r.time_us > 0 and r.count > 0]
     skipped = sorted({r.size_bytes for r in rows if r.size_bytes in skip})
     rows = [r for r in rows if r.size_bytes not in skip]
+    if not rows:
+        raise RingtreeError(
+            "nothing to validate: every measured size was one the fit saw"
+            if skipped
+            else "nothing to validate: the results hold no timed ringtree lines"
+        )
     checks = [_check(r, n, link) for r in rows]
     picks = []
     for col in result.collectives():
