@@ -87,6 +87,22 @@ def test_malformed_saved_results_are_one_line_errors(tmp_path, content, message)
         BenchResult.load(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [("time_us", None, "'time_us' is None: expected int or float"),
+     ("size", "abc", "'size' is 'abc': expected int"), ("wrong", True, "'wrong' is True"),
+     ("times_us", [1.0, "x"], "'times_us' is"), ("collective", "foo", "unknown collective")],
+)  # fmt: skip
+def test_a_saved_row_of_the_wrong_types_is_refused_by_name(tmp_path, key, value, message):
+    data = sample_result().record()
+    data["rows"][0][key] = value
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(RingtreeError, match=message) as info:
+        BenchResult.load(path)
+    assert str(info.value).startswith("malformed bench results")
+
+
 def test_sizes_are_geometric_and_include_both_ends():
     assert sizes(4096, 16 << 20, 4) == [4096 << (2 * k) for k in range(7)]
     assert sizes(1000, 1000, 2) == [1000]

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
 
 UNITS = {"size": "B", "time_us": "us", "algbw": "GB/s", "busbw": "GB/s", "times_us": "us"}
@@ -79,10 +80,27 @@ class Row:
         if missing:
             raise RingtreeError(f"bench row lacks {_ATTRS.get(missing[0], missing[0])!r}: {d}")
         values["times_us"] = tuple(values.get("times_us", ()))
+        for name, value in values.items():
+            kinds = _TYPES[name]
+            items = value if name == "times_us" else (value,)
+            if not all(isinstance(v, kinds) and not isinstance(v, bool) for v in items):
+                want = " or ".join(k.__name__ for k in kinds)
+                raise RingtreeError(
+                    f"bench row's {_ATTRS.get(name, name)!r} is {value!r}: expected {want}"
+                )
+        Collective.parse(values["collective"])
         return cls(**values)
 
 
 _REQUIRED = {f.name for f in fields(Row) if f.name not in ("n_chunks", "spread", "times_us")}
+_NUMBER = (int, float)
+#: What each field of a row read back may hold (times_us: each of its values).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "collective": (str,), "algorithm": (str,), "size_bytes": (int,), "count": (int,),
+    "dtype": (str,), "redop": (str, type(None)), "root": (int, type(None)),
+    "time_us": _NUMBER, "algbw_GBps": _NUMBER, "busbw_GBps": _NUMBER, "wrong": (int,),
+    "iters": (int,), "n_chunks": (int, type(None)), "spread": _NUMBER, "times_us": _NUMBER,
+}  # fmt: skip
 
 
 @dataclass
