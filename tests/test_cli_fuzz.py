@@ -185,6 +185,7 @@ CASES: list[tuple[int, list[str]]] = [
     (REFUSED, ["run", "-n", "2", "all-reduce", "--size", "1000TB"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--iters", "0"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--iters", "1000000000"]),
+    (REFUSED, ["run", "-n", "2", "all-reduce", "--iters", "10001"]),  # hours at large sizes
     (REFUSED, ["run", "-n", "2", "all-reduce", "--timeout", "0s"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--timeout", "1e400s"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--backend", "tcp"]),
@@ -206,6 +207,7 @@ CASES: list[tuple[int, list[str]]] = [
     (REFUSED, ["bench", "-n", "2", "-b", "1M", "-e", "64K"]),
     (REFUSED, ["bench", "-n", "2", "-b", "-4K"]),
     (REFUSED, ["bench", "-n", "2", "--iters", "1000000000"]),
+    (REFUSED, ["bench", "-n", "2", "--iters", "10001"]),
     (REFUSED, ["bench", "-n", "2", "-w", "-1"]),
     (REFUSED, ["bench", "-n", "2", "--budget", "0s"]),
     (REFUSED, ["bench", "-n", "2", "--json", "/nonexistent/x.json"]),
@@ -235,6 +237,7 @@ CASES: list[tuple[int, list[str]]] = [
     (REFUSED, ["lab", "ddp", "-n", "0"]),
     (REFUSED, ["lab", "ddp", "-n", OVER_CORES]),
     (REFUSED, ["lab", "ddp", "--steps", "1000000000"]),
+    (REFUSED, ["lab", "ddp", "--steps", "10001"]),
     (REFUSED, ["lab", "ddp", "--seed", "99999999999999999999"]),
     (REFUSED, ["lab", "ddp", "--seed", "-1"]),
     (REFUSED, ["lab", "ddp", "--bucket-cap-mb", "0"]),

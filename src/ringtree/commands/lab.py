@@ -21,7 +21,7 @@ from ringtree.units import format_bytes, format_usd
 MAX_RANKS = 64
 #: Training steps per run at most: the tutor's loss is flat after a few hundred; more only
 #: run longer.
-MAX_STEPS = 100_000
+MAX_STEPS = 10_000
 #: Seeds are 32-bit (numpy's generators take no more).
 MAX_SEED = 2**32 - 1
 NEEDS_NODES = {"hierarchical"}  # all-reduce algorithms that need a node size

@@ -25,9 +25,10 @@ from ringtree.errors import RingtreeError
 from ringtree.output import stderr_console
 from ringtree.procs.run import oversubscription_warning
 
-#: Timed (and untimed) calls per line (or run) at most: medians stop moving long before a
-#: million; more only run longer (a million 1 ms calls already take 17 minutes).
-MAX_ITERS = 1_000_000
+#: Timed (and untimed) calls per line (or run) at most: medians stop moving within a few
+#: hundred (OSU's micro-benchmarks time 10,000 calls of their smallest messages); more only
+#: run longer (10,000 calls of 1 MiB take ~20 s on 2 cores, of 64 MiB ~15 minutes).
+MAX_ITERS = 10_000
 #: Sizes per sweep at most: each is measured with every algorithm (-f 2 covers 1 B to 1 EiB
 #: in 61).
 MAX_SIZES = 100
