@@ -192,6 +192,8 @@ CASES: list[tuple[int, list[str]]] = [
     (REFUSED, ["run", "-n", "2", "all-reduce", "--kill-rank", "5"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--algorithm", "warp"]),
     (REFUSED, ["run", "-n", "2", "broadcast", "--root", "2"]),
+    (REFUSED, ["run", "-n", "3", "all-reduce", "--algorithm", "hierarchical",
+               "--ranks-per-node", "2"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--op", "xor"]),
     (REFUSED, ["run", "-n", "2", "all-reduce", "--dtype", "complex64"]),
     (REFUSED, ["run", "-n", "2", "sendrecv"]),  # not a collective (all-to-all now is)

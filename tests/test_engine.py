@@ -74,6 +74,15 @@ def test_run_json_reports_correctness_time_prediction_and_bytes():
         assert r["bytes_sent"] == r["bytes_sent_schedule"] > 0
 
 
+def test_run_takes_ranks_per_node_for_hierarchical():
+    out = cli("run", "-n", "4", "all-reduce", "--algorithm", "hierarchical", "--ranks-per-node",
+              "2", "--size", "64KiB", "--iters", "2", "--json")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["correct"] is True and d["algorithm"] == "hierarchical"
+    assert all(r["bytes_sent"] == r["bytes_sent_schedule"] > 0 for r in d["ranks"])
+
+
 @pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed (pip install ringtree[mpi])")
 def test_run_over_mpi_prints_the_table():
     out = cli("run", "-n", "2", "--backend", "mpi", "broadcast", "--root", "1",

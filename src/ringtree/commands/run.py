@@ -43,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=A.size, default=1 << 20, help="buffer size (default 1MiB)")
     p.add_argument("--algorithm", default="auto", help="algorithm name or auto (default: auto)")
     p.add_argument("--op", default="sum", help="reduce op: sum, product, min, max, avg")
-    p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
+    p.add_argument("--root", type=A.non_negative_int, default=0,
+                   help="root of broadcast, reduce, gather and scatter (default 0)")  # fmt: skip
+    A.add_ranks_per_node(p, "ranks per node, for hierarchical (the local ranks play nodes of G)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument("--iters", type=iterations(1), default=10, help="timed calls (default 10)")
     p.add_argument(
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             args.ranks, args.collective, args.size, backend=args.backend,
             algorithm=args.algorithm, op=args.op, root=args.root, dtype=args.dtype,
             iters=args.iters, timeout_s=args.timeout, check=not args.no_check,
-            kill_rank=args.kill_rank,
+            kill_rank=args.kill_rank, ranks_per_node=args.ranks_per_node,
         )  # fmt: skip
     except RunFailed as e:
         err.print(f"ringtree: error: {e}", highlight=False, soft_wrap=True, markup=False)
