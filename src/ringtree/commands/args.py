@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ringtree.algorithms import algorithms_for
 from ringtree.collectives import Collective
 from ringtree.cost.links import parse_link, parse_links
 from ringtree.errors import RingtreeError
@@ -167,6 +168,8 @@ def links(text: str) -> Any:
 
 #: The help of every command's collective argument.
 COLLECTIVE_HELP = "one of " + ", ".join(c.value for c in Collective)
+#: Every registered algorithm's name, for help texts (each collective has some of them).
+ALGORITHM_NAMES = ", ".join(sorted({a for c in Collective for a in algorithms_for(c)}))
 
 
 def collective(text: str) -> Collective:

@@ -63,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         native=False,
         backends=True,
         op_letter=False,
+        collectives="all-reduce, reduce-scatter and all-gather",
     )
     p.add_argument(
         "-o",

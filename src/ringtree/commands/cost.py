@@ -80,8 +80,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--algorithm",
         default=AUTO,
         help="auto (default: the lowest predicted time; RINGTREE_ALGO=ring|tree|... in the "
-        "environment forces one, as NCCL_ALGO does), or ring, tree, dbtree, recursive, "
-        "rabenseifner, pairwise, hierarchical, as the collective has them",
+        f"environment forces one, as NCCL_ALGO does), or one the collective has, of "
+        f"{A.ALGORITHM_NAMES}",
     )
     p.add_argument(
         "--model",

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "-n", "--ranks", type=A.positive_int, default=2, metavar="N",
         help="number of processes (default 2)",
     )  # fmt: skip
-    local.add_force(d)
+    local.add_force(d, MAX_RANKS)
     d.add_argument(
         "--steps",
         type=A.int_up_to(MAX_STEPS, "more only run longer"),

@@ -41,13 +41,13 @@ def require_torch(command: str, otherwise: str = "") -> None:
         raise RingtreeError(f"{command} needs PyTorch: pip install 'ringtree[torch]'{instead}")
 
 
-def add_force(p: argparse.ArgumentParser) -> None:
-    """``--force``: start more processes than the cores can hold."""
+def add_force(p: argparse.ArgumentParser, most: int = MAX_LOCAL_RANKS) -> None:
+    """``--force``: start more processes than the cores can hold (``most`` at most)."""
     p.add_argument(
         "--force",
         action="store_true",
         help=f"start more than {RANKS_PER_CORE} processes per core anyway (at most "
-        f"{MAX_LOCAL_RANKS}; expect slow start-up and noisy timings)",
+        f"{most}; expect slow start-up and noisy timings)",
     )
 
 

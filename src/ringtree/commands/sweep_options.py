@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ringtree.bench.result import BenchResult
 from ringtree.bench.sweep import (
+    BENCH_DTYPES,
     DEFAULT_MAX_ITERS,
     DEFAULT_MIN_ITERS,
     BenchFailed,
@@ -60,6 +61,7 @@ def add_sweep_options(
     native: bool,
     backends: bool = False,
     op_letter: bool = True,
+    collectives: str = "all-reduce",
 ) -> None:
     """The measuring options, with this command's default sizes and time budget
     (``backends``: --backend takes several, one link each; ``op_letter``: -o is --op)."""
@@ -111,15 +113,15 @@ def add_sweep_options(
         nargs="+",
         default=None,
         metavar="C",
-        help="collectives to measure (default all-reduce)",
+        help=f"collectives to measure (default {collectives})",
     )
     p.add_argument(
         "-a",
         "--algorithms",
         default=None,
         metavar="LIST",
-        help="comma-separated: ring,tree,dbtree,recursive,rabenseifner"
-        + (",native (the engine's own call)" if native else "")
+        help=f"comma-separated, of {A.ALGORITHM_NAMES}"
+        + (", native (the engine's own call)" if native else "")
         + " (default: every algorithm that runs on N ranks"
         + (", then native)" if native else ")"),
     )
@@ -149,7 +151,7 @@ def add_sweep_options(
         "-d",
         "--dtype",
         default="float32",
-        help="element type: float32 (default), float64, float16, int32, int64, int8",
+        help=f"element type: {', '.join(BENCH_DTYPES)} (default float32)",
     )
     p.add_argument(
         *(["-o"] if op_letter else []),
