@@ -116,10 +116,11 @@ def print_report(report: RunReport) -> None:
         f"{report.collective} on the same data)",
         highlight=False,
     )
-    ratio = report.time_s / report.predicted_s if report.predicted_s else float("nan")
+    ratio = (f"measured/predicted {report.time_s / report.predicted_s:.2f}"
+             if report.predicted_s else "no steps, no ratio")  # fmt: skip
     console.print(
         f"time per call: {short_time(report.time_s)} measured (median of {report.iters}), "
         f"{short_time(report.predicted_s)} predicted ({report.n_steps} steps on the link "
-        f"{report.link}); measured/predicted {ratio:.2f}",
+        f"{report.link}); {ratio}",
         highlight=False,
     )
