@@ -36,6 +36,7 @@ from typing import Any
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
 from ringtree.cost.host import (
+    HOST_MAX_RANKS,
     HostLink,
     algorithm_host_terms,
     on_cores,
@@ -141,6 +142,12 @@ def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
     schedule; or, if its ranks poll, the link they see: :func:`~ringtree.cost.host.on_cores`,
     with the latency per step and message when the model has one:
     :func:`~ringtree.cost.host.polling_latency_s`)."""
+    if (isinstance(links, HostLink) and links.host is not None and links.host.overload is None
+            and q.n_ranks > HOST_MAX_RANKS and q.spec.ranks_per_node is None):  # fmt: skip
+        raise RingtreeError(
+            f"{links.name} models processes sharing one machine's cores: it prices up to "
+            f"{HOST_MAX_RANKS} of them, not N={q.n_ranks} (give a network link for more)"
+        )
     e = q.estimate()
     flat = set(e.cost) == {FLAT}
     if flat and polls_per_message(links, q.n_ranks, q.spec, q.algorithm.pipelined):
