@@ -160,6 +160,10 @@ CASES: list[tuple[int, list[str]]] = [
     (REFUSED, [*PLAN, "--intra", "warp"]),
     (REFUSED, [*PLAN, "--price-gpu-hour", "inf"]),
     (REFUSED, ["plan", "--model", "7b", "--cluster", "/nonexistent.toml"]),
+    # cost on a cluster: what only a --link uses is refused, not ignored
+    *((REFUSED, ["cost", "all-reduce", "--cluster", "dgx-h100", "--size", "1GB", *extra])
+      for extra in (["--algorithm", "ring"], ["--price-gpu-hour", "3"], ["--compute", "200ms"],
+                    ["--hours", "5"], ["--root", "1"], ["--chunks", "4"])),
     (REFUSED, ["plan", "--model", "7b", "--cluster", "{tmp}/binary.json"]),
     (REFUSED, ["plan", "--model", "7b", "--cluster", "{tmp}/huge.toml"]),
     (VALID, ["plan", "--model", "70b", "--gpus", "131072", "--strategy", "zero3", "--json"]),

@@ -22,6 +22,7 @@ from ringtree.cost.clusters import Cluster, get_cluster
 from ringtree.cost.nccl import timing, tuner
 from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
 from ringtree.cost.nccl.topology import topology
+from ringtree.cost.select import AUTO
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.units import MAX_SIZE_BYTES, dtype_bytes, format_time
@@ -124,6 +125,22 @@ def run(args: argparse.Namespace) -> int:
         raise RingtreeError(
             f"NCCL has no {args.collective.value}: torch.distributed's barrier on NCCL is an "
             "all-reduce of one element (ringtree cost all-reduce --size 4 --cluster ...)"
+        )
+    if args.algorithm.strip().lower() != AUTO:
+        raise RingtreeError(
+            "--algorithm goes with --link: on a --cluster NCCL's tuner picks the algorithm "
+            "(NCCL_ALGO=ring or tree in the environment forces one, as in NCCL)"
+        )
+    ignored = {"--root": args.root != 0,
+               "--chunks": args.chunks is not None, "--ranks-per-node": args.ranks_per_node,
+               "--compute": args.compute, "--price-gpu-hour": args.price_gpu_hour is not None,
+               "--price-cluster-hour": args.price_cluster_hour is not None,
+               "--steps-per-second": args.steps_per_second, "--hours": args.hours is not None,
+               "--comm-time": args.comm_time is not None}  # fmt: skip
+    given = [flag for flag, used in ignored.items() if used]
+    if given:
+        raise RingtreeError(
+            f"{given[0]} goes with --link: the --cluster prices NCCL's choice alone"
         )
     if args.params is not None:
         args.size = args.params * dtype_bytes(args.dtype)
