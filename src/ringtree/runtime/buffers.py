@@ -106,6 +106,15 @@ def span(a: Any) -> tuple[int, int]:
     return start, start + int(a.nbytes)
 
 
+def overlap(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` share any byte (numpy's bounds test, 0.3 us, for two arrays:
+    their addresses cost 1.4 us each)."""
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return bool(np.may_share_memory(a, b))
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1 and min(a1 - a0, b1 - b0) > 0
+
+
 def same_memory(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` start at the same address."""
     return span(a)[0] == span(b)[0]

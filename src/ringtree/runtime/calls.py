@@ -337,11 +337,11 @@ OVERLAP_CHECKED = frozenset((Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
 
 def _check_overlap(col: Collective, x: Any, y: Any, rank: int, n: int) -> None:
     """RingtreeError when output ``y`` overlaps input ``x`` where ``col`` cannot have it."""
-    (a0, a1), (b0, b1) = buffers.span(x), buffers.span(y)
-    if not (a0 < b1 and b0 < a1 and min(a1 - a0, b1 - b0) > 0):
+    if not buffers.overlap(x, y):
         return
     if col is not Collective.ALL_GATHER:
         raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
+    (a0, a1), (b0, _) = buffers.span(x), buffers.span(y)
     b, size = block_bounds(buffers.numel(y), n), buffers.itemsize(y)
     if (a0, a1) != (b0 + b[rank] * size, b0 + b[rank + 1] * size):
         raise RingtreeError(
