@@ -112,8 +112,9 @@ def call(
     try:
         x = buffers.flat(inbuf, "input", group.kind, writable=outbuf is None)
         y = x if outbuf is None else buffers.flat(outbuf, "output", group.kind, writable=True)
-        if col in OVERLAP_CHECKED:  # this call's buffers: the shape's plan says nothing of them
-            _check_overlap(col, x, y, group.rank, group.size)
+        # checked on every call: the shape's plan says nothing of this call's buffers
+        if col in SEPARATE_OUTPUT and buffers.overlap(x, y):
+            raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
         key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y),
                buffers.numel(x), buffers.numel(y), y is x, op, root, opts.algorithm,
                opts.n_chunks, opts.ranks_per_node, opts.slice_bytes, splits)  # fmt: skip
@@ -128,18 +129,23 @@ def call(
             plan = make_plan(group, col, x, y, op, root, opts, splits)
             if key is not None:
                 group.remember(key, plan)
+        own = None  # all-gather: this rank's input, copied into its block of the output
+        if col is Collective.ALL_GATHER:
+            b = block_bounds(plan.count, group.size)
+            mine = y[b[group.rank] : b[group.rank + 1]]
+            if not buffers.same_memory(mine, x):  # else torch's in-place form
+                if buffers.overlap(x, y):
+                    raise RingtreeError(
+                        f"all-gather input overlaps the output but is not rank {group.rank}'s "
+                        "block of it: pass that block (in place) or a separate buffer"
+                    )
+                own = (mine, x)
+            x = y
         if new and shape is not None:
             group.see(shape)
     except RingtreeError as e:
         refuse(group, col, op, root, opts, e)
     exchange = mode == "always" or (mode == "first" and new)
-    own = None  # all-gather: this rank's input, copied into its block of the output
-    if col is Collective.ALL_GATHER:
-        b = block_bounds(plan.count, group.size)
-        mine = y[b[group.rank] : b[group.rank + 1]]
-        if not buffers.same_memory(mine, x):
-            own = (mine, x)
-        x = y
     recorder = opts.recorder
 
     def run() -> None:
@@ -329,25 +335,8 @@ def validate(
     return count
 
 
-#: The collectives whose output may not overlap their input, nor be it (all-gather: but as
-#: this rank's block, torch's in-place form).
-OVERLAP_CHECKED = frozenset((Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
-                             Collective.ALL_GATHER))  # fmt: skip
-
-
-def _check_overlap(col: Collective, x: Any, y: Any, rank: int, n: int) -> None:
-    """RingtreeError when output ``y`` overlaps input ``x`` where ``col`` cannot have it."""
-    if not buffers.overlap(x, y):
-        return
-    if col is not Collective.ALL_GATHER:
-        raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
-    (a0, a1), (b0, _) = buffers.span(x), buffers.span(y)
-    b, size = block_bounds(buffers.numel(y), n), buffers.itemsize(y)
-    if (a0, a1) != (b0 + b[rank] * size, b0 + b[rank + 1] * size):
-        raise RingtreeError(
-            f"all-gather input overlaps the output but is not rank {rank}'s block of it: pass "
-            "that block (in place) or a separate buffer"
-        )
+#: The collectives whose output may not overlap their input, nor be it.
+SEPARATE_OUTPUT = frozenset((Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL))
 
 
 def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | None) -> Size:
