@@ -73,7 +73,7 @@ def worker(cfg: dict[str, Any]) -> None:
                 for who in order:
                     x = base.copy()
                     out = {"all-reduce": None, "reduce-scatter": np.empty(count // n, np.float32),
-                           "all-to-all": np.empty(count, np.float32)}[col]  # fmt: skip
+                           "all-to-all": np.empty(count, np.float32)}[col]
                     xb, ob = (engine.array(x), None if out is None else engine.array(out))
                     engine.barrier()
                     t0 = _clock()
@@ -166,7 +166,7 @@ def algorithms_per_collective(
     odd = [c for c in collectives if c not in COLLECTIVES]
     if odd:
         print(f"engine_vs_native: error: --collectives {odd[0]!r}: expected some of "
-              f"{', '.join(COLLECTIVES)}", file=sys.stderr)  # fmt: skip
+              f"{', '.join(COLLECTIVES)}", file=sys.stderr)
         raise SystemExit(2)
     name = algorithm.strip().lower()
     if name == "auto":
@@ -175,7 +175,7 @@ def algorithms_per_collective(
     if not any(has.values()):
         known = sorted({a for c in collectives for a in algorithms_for(Collective.parse(c))})
         print(f"engine_vs_native: error: --algorithm {algorithm!r}: expected auto or one of "
-              f"{', '.join(known)}", file=sys.stderr)  # fmt: skip
+              f"{', '.join(known)}", file=sys.stderr)
         raise SystemExit(2)
     for c in collectives:
         if not has[c]:
@@ -184,15 +184,15 @@ def algorithms_per_collective(
 
 
 def measure(backend: str, n: int, sizes: list[int], iters: int | None, algorithm: str,
-            collectives: tuple[str, ...] = COLLECTIVES) -> list[dict]:  # fmt: skip
+            collectives: tuple[str, ...] = COLLECTIVES) -> list[dict]:
     """Launch N ranks, return one row per (size, collective); ``iters`` None: the defaults
     of :func:`iterations`."""
     from ringtree.procs.launch import launch
 
     cfg = {"backend": backend, "sizes": sizes, "iters": iterations(sizes, iters), "warmup": 2,
-           "algorithms": algorithms_per_collective(algorithm, collectives)}  # fmt: skip
+           "algorithms": algorithms_per_collective(algorithm, collectives)}
     out = launch(n, backend, [str(Path(__file__).resolve()), "--worker", json.dumps(cfg)],
-                 timeout_s=1800)  # fmt: skip
+                 timeout_s=1800)
     if not out.ok:
         errors = "; ".join(f"rank {r.rank}: {r.error}" for r in out.ranks if r.error)
         raise SystemExit(f"{backend} N={n} failed: {errors or 'no result'}")
@@ -210,7 +210,7 @@ def measure(backend: str, n: int, sizes: list[int], iters: int | None, algorithm
             "ringtree_s": statistics.median(rt), "native_s": statistics.median(nat),
             "ratio": statistics.median(a / b for a, b in zip(rt, nat, strict=True)),
             "wrong": sum(c["wrong"] for c in per_rank),
-        })  # fmt: skip
+        })
     return rows
 
 
@@ -226,7 +226,7 @@ def combine_runs(runs: list[list[dict]]) -> list[dict]:
             native_s=statistics.median(c["native_s"] for c in cells),
             ratio=statistics.median(ratios), ratio_runs=ratios,
             wrong=sum(c["wrong"] for c in cells),
-        )  # fmt: skip
+        )
         rows.append(row)
     return rows
 
@@ -264,9 +264,9 @@ def print_table(rows: list[dict]) -> None:
         "with --runs, the median over runs and their range)"
     )
     for name in ("engine", "N", "collective", "size", "algorithm", "ringtree", "native",
-                 "ratio", "bar", "wrong"):  # fmt: skip
+                 "ratio", "bar", "wrong"):
         table.add_column(name, justify="left" if name in ("engine", "collective", "algorithm",
-                                                           "bar") else "right")  # fmt: skip
+                                                           "bar") else "right")
     for r in rows:
         ratio = f"{r['ratio']:.2f}"
         if len(r.get("ratio_runs", ())) > 1:
@@ -275,7 +275,7 @@ def print_table(rows: list[dict]) -> None:
             r["backend"], str(r["n_ranks"]), r["collective"], format_bytes(r["size_bytes"]),
             r["algorithm"], f"{r['ringtree_s'] * 1e3:.3f} ms", f"{r['native_s'] * 1e3:.3f} ms",
             ratio, bar(r), str(r["wrong"]),
-        )  # fmt: skip
+        )
     stdout_console().print(table)
 
 

@@ -88,7 +88,7 @@ def main() -> None:
     p.add_argument("--sweeps", type=int, default=3)
     p.add_argument("--json", action="store_true")
     p.add_argument("--only", nargs="+", metavar="NAME", default=None,
-                   help="fit only these constants (the others stay as they are)")  # fmt: skip
+                   help="fit only these constants (the others stay as they are)")
     a = p.parse_args()
     systems = published.load(HERE / "published")
     fitted = [s for s in systems if s.name in nccl_check.FIT_SYSTEMS]
@@ -115,7 +115,7 @@ def main() -> None:
         "fit_systems": sorted(nccl_check.FIT_SYSTEMS),
         "fit_error_before": before, "fit_error_after": fit.pooled, "check_error": check.pooled,
         "constants": {n: _get(params, n) for n in names},
-    }  # fmt: skip
+    }
     if a.json:
         print(json.dumps(out, indent=1))
         return

@@ -43,7 +43,7 @@ def step_s(result: LabResult, run: str) -> list[float]:
     """Per step: the slowest rank's step time."""
     ranks = result.runs[run]
     return [max(rr.step_end_s[k] - rr.step_start_s[k] for rr in ranks)
-            for k in range(result.config.steps)]  # fmt: skip
+            for k in range(result.config.steps)]
 
 
 def in_flight_s(result: LabResult, run: str) -> list[float]:
@@ -74,7 +74,7 @@ def figures(result: LabResult) -> dict[str, dict[str, float]]:
         per_step = len(result.runs[run][0].buckets) / result.config.steps
         out[run] = {"step_ms": step * 1e3, "in_flight_ms": fly * 1e3,
                     "exposed_ms": exposed * 1e3, "hidden": hidden,
-                    "buckets_per_step": per_step}  # fmt: skip
+                    "buckets_per_step": per_step}
     return out
 
 
@@ -89,32 +89,32 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     config = LabConfig(ranks=a.ranks, steps=a.steps, algorithm=a.algorithm,
-                       bucket_cap_mb=a.bucket_cap_mb, timeout_s=600)  # fmt: skip
+                       bucket_cap_mb=a.bucket_cap_mb, timeout_s=600)
     repeats = []
     for i in range(a.repeats):
         result = run_lab(config, runs=RUNS)
         f = figures(result)
         ratio = f["ringtree"]["step_ms"] / f["torch"]["step_ms"]
         repeats.append({"wall_s": result.wall_s, "runs": f, "step_ratio": ratio,
-                        "params": result.n_params})  # fmt: skip
+                        "params": result.n_params})
         if not a.json:
             print(f"# repeat {i + 1}: {a.ranks} ranks, {a.steps} steps, bucket cap "
                   f"{a.bucket_cap_mb:g} MB, {result.n_params:,} parameters, wall "
-                  f"{result.wall_s:.1f} s (goal for the 2-run lab: {GOAL_S:.0f} s)")  # fmt: skip
+                  f"{result.wall_s:.1f} s (goal for the 2-run lab: {GOAL_S:.0f} s)")
             for run, r in f.items():
                 print(f"  {run:9s} step_ms {r['step_ms']:8.2f}  in_flight_ms "
                       f"{r['in_flight_ms']:7.2f}  exposed_ms {r['exposed_ms']:7.2f}  hidden "
-                      f"{r['hidden']:5.0%}  buckets/step {r['buckets_per_step']:.0f}")  # fmt: skip
+                      f"{r['hidden']:5.0%}  buckets/step {r['buckets_per_step']:.0f}")
             print(f"  ratio ringtree/torch step_ms {ratio:.2f}")
     med = statistics.median(r["step_ratio"] for r in repeats)
     hidden = {run: statistics.median(r["runs"][run]["hidden"] for r in repeats)
-              for run in ("torch", "ringtree")}  # fmt: skip
+              for run in ("torch", "ringtree")}
     if a.json:
         print(json.dumps({"repeats": repeats, "median_step_ratio": med, "median_hidden": hidden},
-                         indent=2))  # fmt: skip
+                         indent=2))
     else:
         print(f"median over {a.repeats} repeats: ringtree/torch step time {med:.2f}; hidden "
-              f"share torch {hidden['torch']:.0%}, ringtree {hidden['ringtree']:.0%}")  # fmt: skip
+              f"share torch {hidden['torch']:.0%}, ringtree {hidden['ringtree']:.0%}")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def plot(system: published.System, points: list[published.Point], folder: Path) 
         for p in pts:
             if p.choice != last:
                 ax.annotate(p.choice, (p.size, p.predicted_busbw), fontsize=6, color=colour,
-                            xytext=(2, 4), textcoords="offset points")  # fmt: skip
+                            xytext=(2, 4), textcoords="offset points")
                 last = p.choice
     ax.set_xscale("log", base=2)
     ax.set_xlabel("size (bytes)")
@@ -119,7 +119,7 @@ def main() -> None:
         kept = [x for x in pts if not (x.run.anomaly or x.glitch)]
         apart = [x for x in pts if x.run.anomaly or x.glitch]
         bands = {name: statistics.fmean(e) if (e := [x.error for x in kept if x.band == name])
-                 else None for name, _, _ in published.BANDS}  # fmt: skip
+                 else None for name, _, _ in published.BANDS}
         rows.append({
             "name": s.name, "source": s.source, "cluster": s.cluster.key,
             "role": "fit" if s.name in nccl_check.FIT_SYSTEMS else "check",
@@ -130,7 +130,7 @@ def main() -> None:
             "set_apart": {"points": len(apart),
                           "mape": statistics.fmean(x.error for x in apart) if apart else None,
                           "why": sorted({x.run.anomaly or "isolated spike" for x in apart})},
-        })  # fmt: skip
+        })
         if a.plots:
             plot(s, pts, a.plots)
     pooled = {
@@ -140,17 +140,17 @@ def main() -> None:
         "uncalibrated_plateau": raw.band(">= 64 MiB"), "nccl_tuner": nccl.pooled,
         "set_apart": every.record()["anomalous"],
         "choices": {"agree": agree, "compared": compared},
-    }  # fmt: skip
+    }
     if a.json:  # a system whose every run is set apart is listed apart too
         scored = [r for r in rows if r["points"]]
         apart = [r for r in rows if not r["points"]]
         print(json.dumps({"systems": scored, "set_apart_systems": apart, "pooled": pooled},
-                         indent=1))  # fmt: skip
+                         indent=1))
         return
     print("# ringtree's NCCL model vs published nccl-tests busbw: mean |predicted/measured - 1|")
     print("# role: fit = its constants were fitted here (bench/fit_nccl_model.py); check = not")
     print(f"{'system':45} {'role':5} {'pts':>4} {'all':>6} {'<64K':>6} {'mid':>6} {'>=64M':>6} "
-          f"{'uncal':>6} {'tuner':>6}  set apart")  # fmt: skip
+          f"{'uncal':>6} {'tuner':>6}  set apart")
 
     def pct(v: float | None) -> str:
         return f"{v:6.1%}" if v is not None else "     -"

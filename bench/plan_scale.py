@@ -43,7 +43,7 @@ CASES = [
          "--compare", "--compute", "1s", "--json"],
         5.0,
     ),
-]  # fmt: skip
+]
 
 
 def wall_s(argv: list[str]) -> float:

@@ -38,7 +38,7 @@ CASES = [
          "--global-batch", "2048", "--search", "--top", "5", "--json"],
         10.0,
     ),
-]  # fmt: skip
+]
 
 
 def run(argv: list[str]) -> tuple[float, dict | None]:
@@ -65,7 +65,7 @@ def main() -> int:
             times.append(t)
         n = found["considered"] if found else 0
         ok = "" if goal is None else (f"<{goal:g} s " + ("ok" if statistics.median(times) < goal
-                                                          else "MISSED"))  # fmt: skip
+                                                          else "MISSED"))
         best = f"  best {found['plans'][0]['strategy']}" if found and found["plans"] else ""
         print(f"  {name:56} {statistics.median(times):8.2f} {min(times):7.2f} {n:8,}   {ok}{best}")
     return 0

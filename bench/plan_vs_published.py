@@ -143,7 +143,7 @@ def _model(source: str, r: dict) -> Model:
         r["name"], 0, r["layers"], h, r["seq_len"], source, heads=r["heads"],
         kv_heads=r.get("kv_heads"), ffn=r.get("ffn", 4 * h), vocab=r.get("vocab", 51200),
         gated=gated, tied=not gated, dropout=dropout,
-    )  # fmt: skip
+    )
     return replace(m, params=count_params(m))
 
 
@@ -163,7 +163,7 @@ def load() -> tuple[list[Run], list[tuple[str, str, str]]]:
             arch = "hopper" if str(r["gpu"]).startswith("H100") else "ampere"
             t = r.get("iteration_time_s") or r.get("derived_iteration_time_s")
             runs.append(Run(source, r["name"], r, arch, _model(source, r), _cluster(source, r),
-                            t, r.get("mfu") if t is None else None))  # fmt: skip
+                            t, r.get("mfu") if t is None else None))
     return runs, skipped
 
 
@@ -192,13 +192,13 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
         vs = [r["virtual_stages"]]
     elif pp > 1 and "interleaved" in str(r.get("pipeline_schedule", "interleaved")) and (
         run.source not in DEEPSPEED
-    ):  # fmt: skip
+    ):
         vs = [v for v in range(1, 9) if pp * v <= layers]
     else:
         vs = [1]
     bs = [r["micro_batch"]] if "micro_batch" in r else [1, 2, 4, 8]
     recs = [r["recompute"]] if r.get("recompute") in ("none", "selective", "full") else [
-        "none", "selective", "full"]  # fmt: skip
+        "none", "selective", "full"]
     if "sequence_parallel" in r or run.source in NO_SP:
         sps = [bool(r.get("sequence_parallel", False))]
     else:
@@ -216,7 +216,7 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       attention=attention, dp_overlap=overlap,
                                       framework=framework,
                                       tp_overlap=run.source not in NO_TP_OVERLAP,
-                                      cp_overlap=run.source not in ALL_GATHER_CP)  # fmt: skip
+                                      cp_overlap=run.source not in ALL_GATHER_CP)
                         out.append((lay, tr))
     return out
 
@@ -256,7 +256,7 @@ def memory_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
         p = predict(run, effs[run.arch])
         got = p.memory_bytes_per_gpu / 1e9
         out.append({"source": run.source, "run": run.name, "published_gb": published,
-                    "predicted_gb": got, "error": got / published - 1})  # fmt: skip
+                    "predicted_gb": got, "error": got / published - 1})
     return out
 
 
@@ -275,12 +275,12 @@ def activation_checks() -> list[dict]:
     for d in data["derived"]:
         h = d["hidden"]
         m = Model(d["model"], 1, d["layers"], h, d["seq_len"], heads=d["heads"], ffn=4 * h,
-                  vocab=51200, tied=True, dropout=True)  # fmt: skip
+                  vocab=51200, tied=True, dropout=True)
         for key, (sp, rc) in cases.items():
             got = activation_bytes_per_layer(m, d["micro_batch"], d["tp"], sp, rc, "unfused")
             got /= 2**30
             out.append({"model": d["model"], "case": key, "published_gib": d[key],
-                        "predicted_gib": got, "error": got / d[key] - 1})  # fmt: skip
+                        "predicted_gib": got, "error": got / d[key] - 1})
     return out
 
 
@@ -293,7 +293,7 @@ def activation_checks() -> list[dict]:
 SEARCHED = (("bloom176b", "bloom-176b-production-iter85376", FLAVORS),
             ("llama3", "llama3-405b-8k-8192gpu", ("zero2",)),
             ("llama3", "llama3-405b-8k-16384gpu", ("zero2",)),
-            ("llama3", "llama3-405b-128k-16384gpu", ("zero2",)))  # fmt: skip
+            ("llama3", "llama3-405b-128k-16384gpu", ("zero2",)))
 
 
 def search_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
@@ -309,7 +309,7 @@ def search_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
         found = search(run.model, run.cluster, base, top=1, fixed_recompute=fixed, flavors=stages)
         best = found.plans[0]
         anyway = found if stages == FLAVORS else search(run.model, run.cluster, base, top=1,
-                                                        fixed_recompute=fixed)  # fmt: skip
+                                                        fixed_recompute=fixed)
         any_best = anyway.plans[0]
         out.append({
             "source": source, "run": name, "theirs": theirs.strategy,
@@ -321,7 +321,7 @@ def search_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
             "any_stage_best": any_best.strategy, "any_stage_best_s": any_best.step_time_s,
             "any_stage_within": theirs.step_time_s / any_best.step_time_s - 1,  # type: ignore[operator]
             "within": theirs.step_time_s / best.step_time_s - 1,  # type: ignore[operator]
-        })  # fmt: skip
+        })
     return out
 
 
@@ -362,7 +362,7 @@ def main() -> int:
             "strategy": p.strategy, "micro_batch": p.training.micro_batch,
             "recompute": p.training.recompute, "fits": p.fits_memory,
             "memory_gb": p.memory_bytes_per_gpu / 1e9,
-        })  # fmt: skip
+        })
     checks = [r for r in rows if r["role"] == "checks"]
     errs = [abs(r["error"]) for r in checks]
     mean, worst = sum(errs) / len(errs), max(errs)
@@ -377,24 +377,24 @@ def main() -> int:
             "calibration": {a: f"{s} {n}" for a, (s, n) in CALIBRATION.items()},
             "memory": mem, "activation_memory": acts, "searched": searched,
             "skipped": [{"source": s, "run": n, "why": w} for s, n, w in skipped],
-        }, sys.stdout, indent=2)  # fmt: skip
+        }, sys.stdout, indent=2)
         print()
         return 0
     _print(rows, effs, checks, mean, worst, gens)
     print("# memory per GPU, published (nvidia-smi, GB as printed) vs predicted:")
     for r in mem:
         print(f"  {r['source']:20} {r['run']:44} {r['published_gb']:6.1f} GB "
-              f"{r['predicted_gb']:6.1f} GB {r['error']:+6.1%}")  # fmt: skip
+              f"{r['predicted_gb']:6.1f} GB {r['error']:+6.1%}")
     worst_act = max(abs(r["error"]) for r in acts)
     print(f"# Korthikanti et al.'s activation memory per layer: {len(acts)} cases, worst "
-          f"|error| {worst_act:.2%}")  # fmt: skip
+          f"|error| {worst_act:.2%}")
     for r in searched:
         print(f"# searched by its authors: {r['source']} {r['run']}: theirs {r['theirs']} "
               f"b={r['theirs_micro_batch']} {r['theirs_s']:.2f} s, --search's best {r['best']} "
               f"b={r['best_micro_batch']} {r['best_recompute']} {r['best_s']:.2f} s of "
               f"{r['considered']:,} with {'/'.join(r['stages'])} (theirs {r['within']:+.1%}); "
               f"over every ZeRO stage {r['any_stage_best']} {r['any_stage_best_s']:.2f} s "
-              f"(theirs {r['any_stage_within']:+.1%})")  # fmt: skip
+              f"(theirs {r['any_stage_within']:+.1%})")
     for why in sorted({r["why"] for r in rows if r["why"]}):
         print(f"# outside the model (shown, not counted): {why}")
     for s, n, w in skipped:
@@ -403,22 +403,22 @@ def main() -> int:
 
 
 def _print(rows: list[dict], effs: dict, checks: list, mean: float, worst: float,
-           gens: list[str]) -> None:  # fmt: skip
+           gens: list[str]) -> None:
     print("# ringtree plan vs published training runs (iteration time; MFU where only that is)")
     for a, e in effs.items():
         print(f"# {a}: GEMMs at {e.gemm:.4f} of peak ({e.source})")
     print(f"# {'source':20} {'run':44} {'GPUs':>5} {'published':>10} {'predicted':>10} "
-          f"{'error':>7}  setting")  # fmt: skip
+          f"{'error':>7}  setting")
     for r in rows:
         pub = f"{r['published_s']:.2f} s" if r["published_s"] else f"MFU {r['published_mfu']:.3f}"
         pred = f"{r['predicted_s']:.2f} s" if r["published_s"] else f"MFU {r['predicted_mfu']:.3f}"
         mark = {"calibrates": " (calibrates)", "outside": " (outside the model)"}.get(
-            r["role"], "")  # fmt: skip
+            r["role"], "")
         print(f"  {r['source']:20} {r['run']:44} {r['gpus']:>5} {pub:>10} {pred:>10} "
               f"{r['error']:>+7.1%}  {r['strategy']} b={r['micro_batch']} {r['recompute']}"
-              f"{'' if r['fits'] else ' (does not fit)'}{mark}")  # fmt: skip
+              f"{'' if r['fits'] else ' (does not fit)'}{mark}")
     print(f"# checks: {len(checks)} runs on {', '.join(gens)}: mean |error| {mean:.1%}, "
-          f"worst {worst:.1%}")  # fmt: skip
+          f"worst {worst:.1%}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,6 @@ sys.stdout.write(json.dumps({
     "rank": rank,
     "equal": all(map(torch.equal, grads["torch"], grads["ringtree"])),
     "buckets": len(hook.records), "bytes": record.bytes, "bytes_sent": record.bytes_sent,
-}) + "\n")  # fmt: skip
+}) + "\n")
 sys.stdout.flush()
 dist.destroy_process_group()

@@ -33,7 +33,7 @@ from ringtree.runtime.errors import MismatchError, PeerError
 
 DTYPES = {"gloo": ["float32", "float64", "int32", "int64", "bfloat16", "int8"],
           "nccl": ["float32", "float64", "int32", "int64", "bfloat16", "float16", "int8"],
-          "mpi": ["float32", "float64", "int32", "int64", "int8"]}  # fmt: skip
+          "mpi": ["float32", "float64", "int32", "int64", "int8"]}
 
 
 def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
@@ -53,7 +53,7 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
                         "dtype": str(rng.choice(DTYPES[backend])),
                         "slice_bytes": int(rng.choice([64, 4096, 1 << 22])),
                         "numpy": bool(rng.integers(0, 2)), "async": bool(rng.integers(0, 4) == 0),
-                    })  # fmt: skip
+                    })
     for col in Collective:  # large messages (MiBs, several slices per chunk)
         for alg in algorithms_for(col)[:2]:
             rpn = get_algorithm(col, alg).ranks_per_node_for(n)
@@ -62,7 +62,7 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
                 "count": engine_count(col, 700_001, n), "op": "sum", "root": n - 1,
                 "ranks_per_node": rpn, "dtype": "float32", "slice_bytes": None,
                 "numpy": False, "async": False,
-            })  # fmt: skip
+            })
     return out
 
 
@@ -77,13 +77,13 @@ def run_case(engine: NativeEngine, transport: Any, case: dict[str, Any]) -> str 
     # ringtree gets the engine's kind, or sometimes a numpy array on gloo's transport
     use_numpy = case["numpy"] and isinstance(raw, np.ndarray) and engine.backend == "gloo"
     inp, out = call_buffers(col, copy_buffer(raw if use_numpy else native_kind), count, n, rank,
-                            root)  # fmt: skip
+                            root)
     before = transport.counters()[0]
     work = api.collective(
         col, inp, out, op, root, transport, case["async"], algorithm=case["algorithm"],
         timeout=30, check=False, ranks_per_node=case["ranks_per_node"],
         slice_bytes=case["slice_bytes"],
-    )  # fmt: skip
+    )
     if work is not None:
         work.wait()
     sent = transport.counters()[0] - before
@@ -172,7 +172,7 @@ def silent_peer_case(engine: NativeEngine, transport: Any) -> str | None:
     start = time.monotonic()
     try:
         api.all_reduce(engine.array(np.ones(1000, dtype=np.float32)), algorithm="ring",
-                       group=transport, timeout=1.0, check=False)  # fmt: skip
+                       group=transport, timeout=1.0, check=False)
     except PeerError as e:
         took = time.monotonic() - start
         if took > 3.0 or "step" not in str(e) or e.peer not in range(engine.size):
@@ -206,7 +206,7 @@ def run_cases(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     if bad is None:
         bad = _first_failure(engine, split_cases(engine.size, cfg["seed"]),
                              lambda sp: run_split_case(engine, transport, sp),
-                             lambda sp: f"splits {sp.rows}")  # fmt: skip
+                             lambda sp: f"splits {sp.rows}")
     if bad:
         failures.append(bad)
     if not failures and engine.size >= 3:

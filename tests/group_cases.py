@@ -97,7 +97,7 @@ def members(engine: Any, group: Any) -> list[int] | None:
 
 
 def native(engine: Any, group: Any, col: Collective, x: Any, op: ReduceOp, root: int,
-           ranks: list[int]) -> np.ndarray:  # fmt: skip
+           ranks: list[int]) -> np.ndarray:
     """The engine's own collective on the group (root: a global rank)."""
     if engine.backend == "mpi":
         return _native_mpi(engine, group, col, x, op, root, ranks)
@@ -118,7 +118,7 @@ def native(engine: Any, group: Any, col: Collective, x: Any, op: ReduceOp, root:
     elif col is Collective.SCATTER:
         t = torch.empty(sizes[me], dtype=x.dtype)
         dist.scatter(t, list(x.clone().split(sizes)) if engine.rank == root else None, src=root,
-                     group=group)  # fmt: skip
+                     group=group)
     elif col is Collective.BARRIER:
         dist.barrier(group=group)
         t = x[:0]
@@ -146,7 +146,7 @@ def native(engine: Any, group: Any, col: Collective, x: Any, op: ReduceOp, root:
 
 
 def _native_mpi(engine: Any, group: Any, col: Collective, x: np.ndarray, op: ReduceOp,
-                root: int, ranks: list[int]) -> np.ndarray:  # fmt: skip
+                root: int, ranks: list[int]) -> np.ndarray:
     mpi = engine.MPI
     comm = group if group is not None else mpi.COMM_WORLD
     mop = {"sum": mpi.SUM, "product": mpi.PROD, "min": mpi.MIN, "max": mpi.MAX}[op.value]
@@ -196,7 +196,7 @@ def cases(seed: int) -> list[dict[str, Any]]:
                 out.append({"collective": col.value, "algorithm": alg, "count": count,
                             "op": str(rng.choice([o.value for o in ops])) if col.reduces else
                             "sum", "root_index": int(rng.integers(0, 64)),
-                            "dtype": str(rng.choice(DTYPES))})  # fmt: skip
+                            "dtype": str(rng.choice(DTYPES))})
     return out
 
 

@@ -33,7 +33,7 @@ def calls(draw, algorithm):
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: f"{a.collective.value}-{a.name}")
 @settings(max_examples=30)  # per algorithm: more than each had in its family's test (12-30)
 @given(data=st.data(), dtype=st.sampled_from(DTYPES), op=st.sampled_from(list(ReduceOp)),
-       seed=st.integers(0, 10**6))  # fmt: skip
+       seed=st.integers(0, 10**6))
 def test_simulate_matches_reference(algorithm, data, dtype, op, seed):
     n, spec, count = data.draw(calls(algorithm))
     col = algorithm.collective

@@ -15,7 +15,7 @@ from ringtree.collectives import Collective, bus_factor
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ringtree.cli", *argv], capture_output=True,
-                          text=True, timeout=240)  # fmt: skip
+                          text=True, timeout=240)
 
 
 def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_path):
@@ -23,7 +23,7 @@ def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_p
     cols = ["all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce"]
     files = ["--json", str(out), "--csv", str(csv)]
     proc = run_cli("bench", "-n", "3", "-b", "4K", "-e", "40K", "-f", "10", "-w", "1",
-                   "--iters", "2", "-c", *cols, "-r", "2", *files)  # fmt: skip
+                   "--iters", "2", "-c", *cols, "-r", "2", *files)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     rows = data["rows"]
@@ -72,7 +72,7 @@ def test_calibrate_and_validate_refuse_bad_input(tmp_path, capsys):
     assert main(["calibrate", "-n", "2", "-o", str(tmp_path / "p.txt")]) == 2
     assert "must end in .toml" in capsys.readouterr().err
     assert main(["calibrate", "-n", "2", "-o", str(tmp_path / "p.toml"), "-b", "1M", "-e",
-                 "1K"]) == 2  # fmt: skip
+                 "1K"]) == 2
     assert "larger than maximum" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
     bad.write_text("not = [toml")

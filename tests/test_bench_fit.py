@@ -46,7 +46,7 @@ def test_plain_fit_recovers_alpha_beta_gamma_exactly(n):
 @pytest.mark.parametrize(("n", "cores"), [(2, 2), (4, 2), (8, 4), (3, 1)])
 def test_host_fit_recovers_all_four_constants_exactly(n, cores):
     model = HostModel(cores, alpha_s=60e-6, message_s=180e-6, bandwidth_Bps=1.9e9,
-                      gamma_s_per_byte=1 / 5e9)  # fmt: skip
+                      gamma_s_per_byte=1 / 5e9)
     truth = HostLink("truth", bandwidth_Bps=1e9, alpha_s=1e-4, host=model)
     f = fit(synthetic(truth, n), HOST, cores=cores)
     k = f.constants
@@ -71,7 +71,7 @@ def test_noisy_times_give_residuals_that_report_the_noise():
     samples = synthetic(truth, 4)
     rng = np.random.default_rng(0)
     noisy = [Sample(**{**s.__dict__, "time_s": s.time_s * (1 + rng.uniform(-0.1, 0.1))})
-             for s in samples]  # fmt: skip
+             for s in samples]
     f = fit(noisy, PLAIN)
     assert 0 < f.median_abs_error < 0.1 and f.worst_abs_error < 0.2
     assert len(f.record()["residuals"]) == len(samples)
@@ -101,15 +101,15 @@ def test_too_few_lines_is_an_error():
 
 def test_calibrate_skips_native_and_wrong_lines_and_makes_a_link():
     truth = HostLink("truth", bandwidth_Bps=1e9, alpha_s=1e-4,
-                     host=HostModel(2, 50e-6, 100e-6, 2e9, 0.0))  # fmt: skip
+                     host=HostModel(2, 50e-6, 100e-6, 2e9, 0.0))
     rows = []
     for s in synthetic(truth, 4):
         rows.append(Row("all-reduce", s.algorithm, s.size_bytes, s.count, "float32", "sum",
-                        None, s.time_s * 1e6, 0.0, 0.0, 0, 9, s.n_chunks))  # fmt: skip
+                        None, s.time_s * 1e6, 0.0, 0.0, 0, 9, s.n_chunks))
     rows.append(Row("all-reduce", "native", 1 << 20, 1 << 18, "float32", "sum", None, 1.0,
-                    0.0, 0.0, 0, 9))  # fmt: skip
+                    0.0, 0.0, 0, 9))
     rows.append(Row("all-reduce", "ring", 1 << 20, 1 << 18, "float32", "sum", None, 1e9, 0.0,
-                    0.0, 5, 9))  # fmt: skip
+                    0.0, 5, 9))
     cal = calibrate(BenchResult({"backend": "gloo", "n_ranks": 4}, rows), cores=2)
     link = cal.link()
     assert link.host is not None and link.host.cores == 2 and link.host.n_ranks == 4
@@ -120,13 +120,13 @@ def test_calibrate_skips_native_and_wrong_lines_and_makes_a_link():
 
 def test_a_calibration_on_a_busy_machine_gives_the_idle_machines_constants():
     truth = HostLink("truth", bandwidth_Bps=1e9, alpha_s=1e-4,
-                     host=HostModel(2, 50e-6, 100e-6, 2e9, 1 / 4e9))  # fmt: skip
+                     host=HostModel(2, 50e-6, 100e-6, 2e9, 1 / 4e9))
     busy = under_load(truth, 0.5)  # 1.5 cores left
     rows = [
         Row("all-reduce", s.algorithm, s.size_bytes, s.count, "float32", "sum", None,
             s.time_s * 1e6, 0.0, 0.0, 0, 9, s.n_chunks)
         for s in synthetic(busy, 4)
-    ]  # fmt: skip
+    ]
     meta = {"backend": "gloo", "n_ranks": 4, "load": {"other_cores": 0.5}}
     cal = calibrate(BenchResult(meta, rows), cores=2)
     assert cal.host.cores == 1.5

@@ -23,9 +23,9 @@ def sample_result() -> BenchResult:
             0, 17, 2, 0.25, (812.1,)),
         Row("broadcast", "native", 1 << 20, 1 << 18, "float32", None, 3, 2500.0, 0.4194304,
             0.4194304, 0, 9),
-    ]  # fmt: skip
+    ]
     meta = {"backend": "gloo", "n_ranks": 4, "cores": 2, "ringtree": "0.1.0", "iters": 17,
-            "load": {"sweep_cores": 1.5, "other_cores": 0.25, "timed_wall_s": 3.0}}  # fmt: skip
+            "load": {"sweep_cores": 1.5, "other_cores": 0.25, "timed_wall_s": 3.0}}
     return BenchResult(meta, rows)
 
 
@@ -53,7 +53,7 @@ def test_table_has_fixed_columns_and_comment_lines():
     data = [ln for ln in lines if not ln.startswith("#")]
     assert len(data) == 3
     assert data[0].split() == ["4096", "1024", "float32", "sum", "-1", "1234.6", "0.003",
-                               "0.005", "0", "17"]  # fmt: skip
+                               "0.005", "0", "17"]
     assert data[2].split()[3:5] == ["none", "3"]  # broadcast: no op, its root
     assert HEADER in lines and "# wrong elements: 0 OK" in lines
     assert "# all-reduce  algorithm: tree (pipeline chunks: 2)" in lines
@@ -92,7 +92,7 @@ def test_malformed_saved_results_are_one_line_errors(tmp_path, content, message)
     [("time_us", None, "'time_us' is None: expected int or float"),
      ("size", "abc", "'size' is 'abc': expected int"), ("wrong", True, "'wrong' is True"),
      ("times_us", [1.0, "x"], "'times_us' is"), ("collective", "foo", "unknown collective")],
-)  # fmt: skip
+)
 def test_a_saved_row_of_the_wrong_types_is_refused_by_name(tmp_path, key, value, message):
     data = sample_result().record()
     data["rows"][0][key] = value
@@ -113,7 +113,7 @@ def test_sizes_are_geometric_and_include_both_ends():
     ("lo", "hi", "f", "message"),
     [(2000, 1000, 2, "larger than maximum"), (1, 10, 1, "> 1"), (1, 10, 0.5, "> 1"),
      (0, 10, 2, ">= 1 byte")],
-)  # fmt: skip
+)
 def test_bad_sizes_are_one_line_errors(lo, hi, f, message):
     with pytest.raises(RingtreeError, match=message):
         sizes(lo, hi, f)
@@ -133,7 +133,7 @@ def test_bad_sizes_are_one_line_errors(lo, hi, f, message):
          "none of the algorithms asked for runs broadcast"),
         (Sweep(2, (64,), backend="nccl"), "backend"),
     ],
-)  # fmt: skip
+)
 def test_bad_sweeps_are_refused_before_any_process_starts(sweep, message):
     with pytest.raises(RingtreeError, match=message):
         validate_sweep(sweep)

@@ -21,7 +21,7 @@ def test_an_algorithm_runs_where_the_collective_has_it_else_auto(capsys):
     bench = load()
     assert bench.algorithms_per_collective("Ring") == {"all-reduce": "ring",
                                                        "reduce-scatter": "ring",
-                                                       "all-to-all": "auto"}  # fmt: skip
+                                                       "all-to-all": "auto"}
     got = bench.algorithms_per_collective("rabenseifner")
     assert got == {"all-reduce": "rabenseifner", "reduce-scatter": "auto", "all-to-all": "auto"}
     assert "reduce-scatter has no rabenseifner algorithm: it runs auto" in capsys.readouterr().err
@@ -46,10 +46,10 @@ def test_a_call_lasts_from_the_last_entry_to_the_last_exit():
 def test_runs_combine_into_medians_over_runs_with_each_run_kept():
     bench = load()
     cell = {"backend": "gloo", "n_ranks": 2, "collective": "reduce-scatter", "size_bytes": 1 << 20,
-            "algorithm": "ring"}  # fmt: skip
+            "algorithm": "ring"}
     per_run = ((1.0, 2.0, 0.6, 0), (3.0, 5.0, 0.4, 1), (2.0, 9.0, 0.5, 0))
     runs = [[{**cell, "ringtree_s": t, "native_s": u, "ratio": q, "wrong": w}]
-            for t, u, q, w in per_run]  # fmt: skip
+            for t, u, q, w in per_run]
     (row,) = bench.combine_runs(runs)
     assert (row["ringtree_s"], row["native_s"], row["ratio"], row["wrong"]) == (2.0, 5.0, 0.5, 1)
     assert row["ratio_runs"] == [0.6, 0.4, 0.5] and row["algorithm"] == "ring"

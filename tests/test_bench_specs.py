@@ -55,7 +55,7 @@ def test_every_collective_has_a_spec():
 def test_counts_round_to_equal_blocks_only_where_the_engines_need_them(col):
     count = spec_for(col).count(4003 * 4, 4, 4)
     blocks = (Collective.REDUCE_SCATTER, Collective.ALL_GATHER, Collective.ALL_TO_ALL,
-              Collective.GATHER, Collective.SCATTER)  # fmt: skip
+              Collective.GATHER, Collective.SCATTER)
     if col is Collective.BARRIER:  # it moves nothing
         assert count == 0 and spec_for(col).count(10, 4, 1) == 0
         return

@@ -20,7 +20,7 @@ from ringtree.cost.select import tuned
 from ringtree.errors import RingtreeError
 
 TRUTH = HostLink("truth", bandwidth_Bps=1e9, alpha_s=2e-4,
-                 host=HostModel(2, 40e-6, 150e-6, 2.2e9, 1 / 6e9))  # fmt: skip
+                 host=HostModel(2, 40e-6, 150e-6, 2.2e9, 1 / 6e9))
 ALGS = ("ring", "tree", "dbtree", "recursive", "rabenseifner")
 
 
@@ -33,7 +33,7 @@ def sweep_of(sizes, n=4, scale=1.0, link=TRUTH) -> BenchResult:  # noqa: ANN001
             spec = BuildSpec(n_chunks=chunks)
             t = predict("all-reduce", a, n, size, link, itemsize=4, spec=spec).time_s * scale
             rows.append(Row("all-reduce", a, size, size // 4, "float32", "sum", None, t * 1e6,
-                            size / t / 1e9, 1.5 * size / t / 1e9, 0, 9, chunks))  # fmt: skip
+                            size / t / 1e9, 1.5 * size / t / 1e9, 0, 9, chunks))
     return BenchResult({"backend": "gloo", "n_ranks": n, "cores": 2}, rows)
 
 
@@ -78,7 +78,7 @@ def test_calibrate_then_validate_from_saved_sweeps(tmp_path, capsys):
     val.write_text(json.dumps(sweep_of(VAL).record()))
     prof = tmp_path / "p.toml"
     assert main(["calibrate", "-n", "4", "-o", str(prof), "--from", str(cal), "--cores", "2",
-                 "--json", "--plot", str(tmp_path / "c.png")]) == 0  # fmt: skip
+                 "--json", "--plot", str(tmp_path / "c.png")]) == 0
     fits = json.loads(capsys.readouterr().out)["links"][0]
     assert fits["host"]["worst_abs_error"] < 1e-6
     link = load_profile(str(prof))
@@ -86,7 +86,7 @@ def test_calibrate_then_validate_from_saved_sweeps(tmp_path, capsys):
     assert link.host.message_s == pytest.approx(150e-6, rel=1e-6)
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["validate", "--profile", str(prof), "-n", "4", "--from", str(val),
-                 "--json"]) == 0  # fmt: skip
+                 "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["worst_abs_error"] < 1e-6 and rec["auto_right"] == rec["auto_judged"] == 6
     assert main(["validate", "--profile", str(prof), "-n", "4", "--from", str(val)]) == 0
@@ -102,7 +102,7 @@ def test_a_slower_machine_shows_as_errors(tmp_path, capsys):
     assert main(["calibrate", "-n", "4", "-o", str(prof), "--from", str(cal), "-q"]) == 0
     capsys.readouterr()
     assert main(["validate", "--profile", str(prof), "-n", "4", "--from", str(val),
-                 "--json"]) == 0  # fmt: skip
+                 "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["median_abs_error"] == pytest.approx(0.2)  # 1/1.25 - 1
 
@@ -125,10 +125,10 @@ def test_validate_predicts_for_the_cores_other_programs_left_free(tmp_path, caps
     val.write_text(json.dumps(busy.record()))
     prof = tmp_path / "p.toml"
     assert main(["calibrate", "-n", "4", "-o", str(prof), "--from", str(cal), "-q",
-                 "--cores", "2"]) == 0  # fmt: skip
+                 "--cores", "2"]) == 0
     capsys.readouterr()
     assert main(["validate", "--profile", str(prof), "-n", "4", "--from", str(val),
-                 "--json"]) == 0  # fmt: skip
+                 "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["free_cores"] == 1.0 and rec["worst_abs_error"] < 1e-6
     assert rec["idle_machine"]["median_abs_error"] > 0.2  # the load does matter

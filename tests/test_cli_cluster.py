@@ -13,7 +13,7 @@ from ringtree.cli import main
 
 NAMES = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"}
 ROW_KEYS = {"size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algorithm", "protocol",
-            "channels", "count", "type"}  # fmt: skip
+            "channels", "count", "type"}
 GiB = 2**30
 
 
@@ -45,7 +45,7 @@ def error(capsys, *argv: str) -> str:
 
 def test_a_sweep_prints_nccl_tests_rows(capsys):
     got = rows(capsys, "all-reduce", "--cluster", "dgx-h100", "--nodes", "2", "-b", "8", "-e",
-               "8G", "-f", "2")  # fmt: skip
+               "8G", "-f", "2")
     # nccl-tests' -b 8 -e 8G -f 2: 8 B, 16 B, ... 8 GiB, 31 lines
     assert [r["size_bytes"] for r in got] == [8 * 2**i for i in range(31)]
     n = 16
@@ -53,7 +53,7 @@ def test_a_sweep_prints_nccl_tests_rows(capsys):
         assert set(r) >= ROW_KEYS
         assert r["type"] == "fp32" and r["count"] == r["size_bytes"] // 4
         assert r["algorithm"] in {a.lower().replace("collnet", "collnet_")
-                                  .replace("nvlstree", "nvls_tree") for a in NAMES}  # fmt: skip
+                                  .replace("nvlstree", "nvls_tree") for a in NAMES}
         assert r["protocol"] in ("ll", "ll128", "simple")
         assert r["channels"] >= 1 and r["time_s"] > 0
         assert r["algbw_gbps"] == pytest.approx(r["size_bytes"] / r["time_s"] / 1e9)
@@ -63,7 +63,7 @@ def test_a_sweep_prints_nccl_tests_rows(capsys):
 
 def test_other_step_factors_and_types(capsys):
     got = rows(capsys, "all-gather", "--cluster", "dgx-a100", "-b", "1K", "-e", "1M", "-f", "4",
-               "--dtype", "fp16")  # fmt: skip
+               "--dtype", "fp16")
     # nccl-tests reads K as 1024: 1K, 4K, ... 1M
     assert [r["size_bytes"] for r in got] == [1024 * 4**i for i in range(6)]
     assert all(r["count"] == r["size_bytes"] // 2 and r["type"] == "fp16" for r in got)
@@ -76,7 +76,7 @@ def test_other_step_factors_and_types(capsys):
 
 def test_gpus_per_node_and_nodes_make_the_ranks(capsys):
     (r,) = rows(capsys, "all-reduce", "--cluster", "dgx-h100", "--nodes", "3",
-                "--gpus-per-node", "2", "--size", "64MiB")  # fmt: skip
+                "--gpus-per-node", "2", "--size", "64MiB")
     assert r["n_ranks"] == 6
     assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * 5 / 6)
 
@@ -93,7 +93,7 @@ def test_nccl_settings_come_from_the_environment(capsys, monkeypatch):
 
 def test_the_table_shows_each_size_and_nccls_choice(capsys):
     assert main(["cost", "all-reduce", "--cluster", "dgx-a100", "-b", "8", "-e", "8G", "-f",
-                 "32"]) == 0  # fmt: skip
+                 "32"]) == 0
     out = capsys.readouterr().out
     assert "busbw (GB/s)" in out and "dgx-a100" in out
     lines = [x for x in out.splitlines() if x.startswith("│") and "Ring" in x]
@@ -105,7 +105,7 @@ def test_a_cluster_file_with_a_preset_and_overrides(capsys, tmp_path):
     f.write_text('[cluster]\npreset = "dgx-h100"\nnics_per_node = 4\n')
     (mine,) = rows(capsys, "all-reduce", "--cluster", str(f), "--nodes", "4", "--size", "8GiB")
     (full,) = rows(capsys, "all-reduce", "--cluster", "dgx-h100", "--nodes", "4", "--size",
-                   "8GiB")  # fmt: skip
+                   "8GiB")
     assert mine["cluster"] == "half-nics"
     # from 4 nodes a collective is bound by each node's NICs: 4 x 400 Gb/s = 200 GB/s here
     assert mine["busbw_gbps"] <= 4 * 400 / 8 < full["busbw_gbps"]
@@ -114,7 +114,7 @@ def test_a_cluster_file_with_a_preset_and_overrides(capsys, tmp_path):
 def test_a_plot(capsys, tmp_path):
     png = tmp_path / "sweep.png"
     assert main(["cost", "all-reduce", "--cluster", "dgx-h100", "-b", "8", "-e", "1G",
-                 "--plot", str(png)]) == 0  # fmt: skip
+                 "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {png}" in capsys.readouterr().err.replace("\n", "")
 
@@ -143,7 +143,7 @@ def test_a_bad_nccl_setting_is_one_error_line(capsys, monkeypatch):
     assert "NCCL_ALGO" in err and "rnig" in err.lower()
     monkeypatch.setenv("NCCL_ALGO", "NVLS")  # NVLS across nodes needs collnet
     err = error(capsys, "cost", "all-reduce", "--cluster", "dgx-h100", "--nodes", "2",
-                "--size", "8")  # fmt: skip
+                "--size", "8")
     assert "no algorithm/protocol available" in err
 
 
@@ -152,7 +152,7 @@ def test_a_one_node_cluster_file_refuses_more_nodes(capsys, tmp_path):
     f.write_text('[cluster]\npreset = "dgx-h100"\nnics_per_node = 0\nnic_gbps = 0\n')
     assert rows(capsys, "all-reduce", "--cluster", str(f), "--size", "8")
     assert "no NICs" in error(capsys, "cost", "all-reduce", "--cluster", str(f), "--nodes", "2",
-                              "--size", "8")  # fmt: skip
+                              "--size", "8")
     bad = tmp_path / "bad.toml"
     bad.write_text('[cluster]\npreset = "dgx-h100"\nfabric = "ether"\n')
     assert "'ether'" in error(capsys, "cost", "all-reduce", "--cluster", str(bad), "--size", "8")
@@ -166,7 +166,7 @@ def test_clusters_json_lists_the_presets_with_sources(capsys):
     d = json.loads(capsys.readouterr().out)
     by = {c["name"]: c for c in d["clusters"]}
     for name in ("dgx-a100", "dgx-h100", "hgx-b200", "aws-p4de", "aws-p5", "gcp-a3",
-                 "azure-nd-h100-v5"):  # fmt: skip
+                 "azure-nd-h100-v5"):
         assert by[name]["source"].strip(), name
         assert by[name]["gpus_per_node"] >= 1 and by[name]["gpu"]
     assert d["aliases"]["hgx-b200"] == "dgx-b200"
@@ -213,7 +213,7 @@ def test_crossover_honours_the_environment(capsys, monkeypatch):
 def test_crossover_table_and_plot(capsys, tmp_path):
     svg = tmp_path / "x.svg"
     assert main(["crossover", "all-reduce", "--cluster", "dgx-h100", "--nodes", "4", "--plot",
-                 str(svg)]) == 0  # fmt: skip
+                 str(svg)]) == 0
     out = capsys.readouterr().out
     assert "NCCL runs" in out and " -> " in out
     assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
@@ -225,14 +225,14 @@ def test_crossover_table_and_plot(capsys, tmp_path):
      (["--cluster", "dgx-h100", "-n", "8"], "drop -n"),
      (["--cluster", "dgx-h100", "--model", "textbook"], "--model textbook"),
      (["--cluster", "dgx-h100", "--min-size", "1G", "--max-size", "1M"], "--min-size")],
-)  # fmt: skip
+)
 def test_crossover_bad_input(capsys, argv, said):
     assert said in error(capsys, "crossover", "all-reduce", *argv)
 
 
 def test_all_to_all_on_a_cluster_is_an_nccl_tests_sweep(capsys):
     out = rows(capsys, "all-to-all", "--cluster", "dgx-h100", "--nodes", "2", "-b", "1M",
-               "-e", "1G", "-f", "32")  # fmt: skip
+               "-e", "1G", "-f", "32")
     assert [r["size_bytes"] for r in out] == [2**20, 2**25, 2**30]
     for r in out:
         assert r["algorithm"] == "p2p" and r["protocol"] == "simple"

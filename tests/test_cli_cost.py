@@ -11,10 +11,10 @@ from ringtree.cli import main
 from ringtree.cost.links import PRESETS
 
 SEED_7B = ["cost", "all-reduce", "--params", "7e9", "--dtype", "fp16", "-n", "8",
-           "--link", "nvlink4", "pcie4", "ib-hdr", "10gbe", "--compute", "200ms"]  # fmt: skip
+           "--link", "nvlink4", "pcie4", "ib-hdr", "10gbe", "--compute", "200ms"]
 TUTOR = ["cost", "all-reduce", "--params", "500k", "--dtype", "fp16", "-n", "2", "--link",
          "loopback", "--model", "textbook", "--comm-time", "1ms", "--price-cluster-hour", "0.70",
-         "--hours", "3"]  # fmt: skip
+         "--hours", "3"]
 
 
 def run_cli(*argv):
@@ -44,7 +44,7 @@ def test_seed_7b_textbook_table(capsys):
     # link, bandwidth used, sent per worker, steps, latency, bandwidth term, time, overhead
     assert t["nvlink4"][2:] == ["28 GB (~2S)", "14", "-", "31 ms", "31 ms (31.11)", "15 % (15.56)"]
     assert t["pcie4"][2:] == ["28 GB (~2S)", "14", "-", "440 ms", "440 ms (437.5)",
-                              "220 % (218.8)"]  # fmt: skip
+                              "220 % (218.8)"]
     assert t["ib-hdr"][2:] == ["28 GB (~2S)", "14", "-", "1.12 s", "1.12 s", "560 %"]
     assert t["10gbe"][2:6] == ["28 GB (~2S)", "14", "-", "22 s"]
     assert t["10gbe"][6] == "22 s (22.4)"
@@ -61,7 +61,7 @@ def test_seed_7b_alpha_beta_table(capsys):
 
 def test_seed_7b_json(capsys):
     r = rows(capsys, [*SEED_7B, "--model", "textbook", "--price-gpu-hour", "30",
-                      "--steps-per-second", "1"])  # fmt: skip
+                      "--steps-per-second", "1"])
     for link, gbps in (("nvlink4", 900), ("pcie4", 64), ("ib-hdr", 25), ("10gbe", 1.25)):
         x = r[link]
         assert x["bytes_sent_per_worker"] == 28e9
@@ -78,11 +78,11 @@ def test_seed_7b_json(capsys):
 def test_json_keys_exactly_as_asked(capsys):
     plain = rows(capsys, ["cost", "all-reduce", "--size", "1GB", "-n", "4", "--link", "pcie4"])
     issue_keys = {"link", "algorithm", "model", "workers", "size_bytes",
-                  "bytes_sent_per_worker", "steps", "time_s"}  # fmt: skip
+                  "bytes_sent_per_worker", "steps", "time_s"}
     assert issue_keys <= set(plain["pcie4"])
     assert not {"overhead", "usd_per_step", "usd_per_day", "usd_per_job"} & set(plain["pcie4"])
     full = rows(capsys, [*TUTOR[:-8], "--compute", "10ms", "--price-gpu-hour", "1", "--hours",
-                         "2"])  # fmt: skip
+                         "2"])
     assert {"overhead", "usd_per_step", "usd_per_day", "usd_per_job", "usd_comm_per_job"} <= set(
         full["loopback"]
     )
@@ -104,13 +104,13 @@ def test_seed_grammar_tutor(capsys):
 def test_seed_dollars_in_the_table(capsys):
     t = table_rows(capsys, ["cost", "all-reduce", "--params", "7e9", "--dtype", "fp16", "-n",
                             "8", "--link", "nvlink4", "--model", "textbook",
-                            "--price-gpu-hour", "30"])  # fmt: skip
+                            "--price-gpu-hour", "30"])
     assert t["nvlink4"][-2:] == ["$2.1e-3 (2.074e-3)", "$180 (179.2)"]
 
 
 def test_comm_time_replaces_the_modelled_time_for_money_only(capsys):
     base = ["cost", "all-reduce", "--size", "1GB", "-n", "8", "--link", "ib-hdr",
-            "--compute", "1s", "--price-cluster-hour", "3600"]  # fmt: skip
+            "--compute", "1s", "--price-cluster-hour", "3600"]
     modelled = rows(capsys, base)["ib-hdr"]
     given = rows(capsys, [*base, "--comm-time", "2s"])["ib-hdr"]
     assert given["usd_per_step"] == pytest.approx(2.0)
@@ -133,17 +133,17 @@ def test_links_command_lists_every_preset_with_its_source(capsys):
 
 def test_trace_with_a_link_adds_step_times(capsys):
     assert main(["trace", "all-reduce", "-n", "4", "--size", "4MB", "--link",
-                 "custom:bw=1GB/s,lat=10us", "--json"]) == 0  # fmt: skip
+                 "custom:bw=1GB/s,lat=10us", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["step_times_s"] == pytest.approx([10e-6 + 1e6 / 1e9] * 6)
     assert main(["trace", "all-reduce", "-n", "4", "--size", "4MB", "--link",
-                 "custom:bw=1GB/s,lat=10us"]) == 0  # fmt: skip
+                 "custom:bw=1GB/s,lat=10us"]) == 0
     out = capsys.readouterr().out
     assert out.count("1.01 ms") == 6 and "modelled time on custom" in out
 
 
 @pytest.mark.parametrize("command", [["cost", "all-reduce", "--size", "1GB", "-n", "8", "--link",
-                                      "nvlink4", "--json"], ["links"]])  # fmt: skip
+                                      "nvlink4", "--json"], ["links"]])
 def test_cost_and_links_do_not_import_torch(command):
     code = (
         "import sys\nfrom ringtree.cli import main\n"

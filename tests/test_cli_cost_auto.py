@@ -57,7 +57,7 @@ def test_explicit_pipelined_algorithm_reports_its_chunks(capsys, monkeypatch):
 def test_hierarchical_on_two_levels(capsys, monkeypatch):
     monkeypatch.delenv("RINGTREE_ALGO", raising=False)
     argv = ["cost", "all-reduce", "--size", "1GB", "-n", "32", "--link", "nvlink4+ib-hdr",
-            "--ranks-per-node", "8"]  # fmt: skip
+            "--ranks-per-node", "8"]
     r = row(capsys, argv)
     assert r["algorithm"] == "hierarchical"
     ring = next(c for c in r["candidates"] if c["algorithm"] == "ring")
@@ -73,12 +73,12 @@ def test_hierarchical_on_two_levels(capsys, monkeypatch):
               "--algorithm", "hierarchical", "--ranks-per-node", "5"]),
         ({"RINGTREE_ALGO": "hierarchical"}, BASE),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_exit_2(env, argv):
     proc = subprocess.run(
         [sys.executable, "-m", "ringtree.cli", *argv],
         capture_output=True, text=True, timeout=60, env={**WITHOUT_ALGO, **env},
-    )  # fmt: skip
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -254,7 +254,7 @@ CASES: list[tuple[int, list[str]]] = [
     # demo
     (REFUSED, ["demo", "extra"]),
     (REFUSED, ["demo", "--json", "--bogus"]),
-]  # fmt: skip
+]
 
 #: Run as real processes (``python -m ringtree``): the acceptance check's lines and a few of
 #: each kind, to see the real exit status and that no traceback escapes.
@@ -273,7 +273,7 @@ SUBPROCESS = [
     (REFUSED, ["lab", "ddp", "--seed", "99999999999999999999"]),
     (VALID, ["cost", "all-reduce", "-n", "100000000", "--size", "1GB", "--link", "ib-hdr"]),
     (VALID, ["--version"]),
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +288,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> str:
     (tmp / "huge.toml").write_text("[cluster]\ngpus = 100000000000\n")
     (tmp / "dir.png").mkdir()
     link = HostLink("gloo-2", bandwidth_Bps=1e9, alpha_s=3e-4,
-                    host=HostModel(2, 6e-5, 1.8e-4, 1.9e9, 2.5e-10, n_ranks=2))  # fmt: skip
+                    host=HostModel(2, 6e-5, 1.8e-4, 1.9e9, 2.5e-10, n_ranks=2))
     write_profile(tmp / "profile.toml", {"links": {"gloo": link_table(link)}})
     return str(tmp)
 
@@ -318,7 +318,7 @@ def test_at_least_a_hundred_cases_cover_every_command():
     assert len(CASES) + len(SUBPROCESS) >= 100
     commands = {a[0] for _, a in CASES if a and not a[0].startswith("-")}
     assert commands >= {"trace", "cost", "links", "crossover", "plan", "run", "bench",
-                        "calibrate", "validate", "lab", "demo"}  # fmt: skip
+                        "calibrate", "validate", "lab", "demo"}
 
 
 @pytest.mark.timeout(30)
@@ -334,6 +334,6 @@ def test_in_process(expected, argv, scratch, capsys, monkeypatch):
 def test_as_a_process(expected, argv, scratch):
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "ringtree", *_argv(argv, scratch)],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+                          capture_output=True, text=True, timeout=30)
     assert time.monotonic() - start < 30
     _check(expected, proc.returncode, proc.stderr, argv)

@@ -57,7 +57,7 @@ def three_ranks(tmp_path_factory):
     trace = tmp_path_factory.mktemp("lab") / "lab.json"
     cmd = [sys.executable, "-m", "ringtree.cli", "lab", "ddp", "-n", "3", "--steps", "3",
            "--algorithm", "ring", "--trace", str(trace), "--price-cluster-hour", "0.70",
-           "--json"]  # fmt: skip
+           "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout), json.loads(trace.read_text()), out.stderr
@@ -97,7 +97,7 @@ def test_three_ranks_bytes_and_dollars(three_ranks):
 def test_three_ranks_trace(three_ranks):
     data, trace, _ = three_ranks
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "thread_name"}  # fmt: skip
+             if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {n.split(" (")[0] for n in names.values()} == {"rank 0", "rank 1", "rank 2"}
     sends = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "send"]
     counted = sum(b["bytes_sent"] for b in data["buckets"]["ringtree"])

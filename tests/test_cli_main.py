@@ -24,10 +24,10 @@ def test_version(capsys):
 
 def test_python_dash_m_ringtree():
     proc = subprocess.run([sys.executable, "-m", "ringtree", "--version"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout == f"ringtree {ringtree.__version__}\n"
     proc = subprocess.run([sys.executable, "-m", "ringtree", "cost", "all-reduce", "-n", "8"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
 
 
@@ -72,7 +72,7 @@ def test_a_bug_is_one_line_with_status_1(monkeypatch, capsys):
 @pytest.mark.slow
 def test_demo_json():
     proc = subprocess.run([sys.executable, "-m", "ringtree", "demo", "--json"],
-                          capture_output=True, text=True, timeout=180)  # fmt: skip
+                          capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     d = json.loads(proc.stdout)
     assert d["run"]["correct"] and d["run"]["n_ranks"] == 4 and d["bytes_sent_match_schedule"]

@@ -12,7 +12,7 @@ BASE = ["plan", "--model", "7b", "--gpus", "64", "--intra", "nvlink4", "--inter"
 PLAN_KEYS = {
     "strategy", "collectives", "bytes_per_gpu", "comm_time_s", "exposed_s", "overhead",
     "usd_per_step", "usd_per_day",
-}  # fmt: skip
+}
 COLLECTIVE_KEYS = {"op", "bytes_per_gpu", "time_s", "exposed_s"}
 
 
@@ -20,7 +20,7 @@ def run_cli(*argv, env=None):
     return subprocess.run(
         [sys.executable, "-m", "ringtree.cli", *argv],
         capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
+    )
 
 
 def plans(capsys, *argv):
@@ -30,12 +30,12 @@ def plans(capsys, *argv):
 
 def test_json_has_the_documented_keys(capsys):
     (p,) = plans(capsys, *BASE, "--strategy", "zero3", "--compute", "200ms",
-                 "--price-gpu-hour", "30")  # fmt: skip
+                 "--price-gpu-hour", "30")
     assert set(p) >= PLAN_KEYS
     assert p["strategy"] == "zero3"
     assert [c["op"] for c in p["collectives"]] == [
         "all-gather params (fwd)", "all-gather params (bwd)", "reduce-scatter grads"
-    ]  # fmt: skip
+    ]
     for c in p["collectives"]:
         assert set(c) >= COLLECTIVE_KEYS
     assert p["bytes_per_gpu"] == sum(c["bytes_per_gpu"] for c in p["collectives"])
@@ -48,10 +48,10 @@ def test_seed_case_agrees_with_ringtree_cost(capsys, monkeypatch):
     monkeypatch.setenv("RINGTREE_ALGO", "ring")
     argv = ["--params", "7e9", "--gpus", "8", "--intra", "nvlink4", "--bucket", "0"]
     (p,) = plans(capsys, "plan", *argv, "--strategy", "ddp", "--price-gpu-hour", "30",
-                 "--steps-per-second", "1")  # fmt: skip
+                 "--steps-per-second", "1")
     assert main(["cost", "all-reduce", "--params", "7e9", "--dtype", "fp16", "-n", "8",
                  "--link", "nvlink4", "--price-gpu-hour", "30", "--steps-per-second", "1",
-                 "--json"]) == 0  # fmt: skip
+                 "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert p["bytes_per_gpu"] == row["bytes_sent_per_worker"]
     assert p["comm_time_s"] == pytest.approx(row["time_s"], rel=1e-12)
@@ -81,15 +81,15 @@ def test_table_and_cluster_file(capsys, tmp_path):
     toml.write_text(
         '[cluster]\nnodes = 8\ngpus_per_node = 8\nintra = "nvlink4"\ninter = "ib-hdr"\n'
         'price_gpu_hour = 30\n'
-    )  # fmt: skip
+    )
     assert main(["plan", "--model", "7b", "--cluster", str(toml), "--strategy", "zero3",
-                 "--compute", "200ms"]) == 0  # fmt: skip
+                 "--compute", "200ms"]) == 0
     out = capsys.readouterr().out
     assert "64 GPUs = 8 nodes x 8" in out and "ib-hdr between" in out
     assert "verdict: " in out and "per day" in out
     from_flags = plans(capsys, *BASE, "--strategy", "zero3", "--compute", "200ms")
     from_file = plans(capsys, "plan", "--model", "7b", "--cluster", str(toml), "--strategy",
-                      "zero3", "--compute", "200ms")  # fmt: skip
+                      "zero3", "--compute", "200ms")
     assert from_file[0]["comm_time_s"] == from_flags[0]["comm_time_s"]
 
 
@@ -182,7 +182,7 @@ def test_table_of_a_cluster_as_built(capsys):
 
 def test_search_json_and_table(capsys, tmp_path):
     argv = ["plan", "--model", "13b", "--cluster", "dgx-h100", "--nodes", "4",
-            "--global-batch", "64"]  # fmt: skip
+            "--global-batch", "64"]
     assert main([*argv, "--search", "--top", "3", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["considered"] > 1000 and len(d["plans"]) == 3
@@ -190,7 +190,7 @@ def test_search_json_and_table(capsys, tmp_path):
     assert steps == sorted(steps) and all(p["fits"] for p in d["plans"])
     chrome = tmp_path / "best.json"
     assert main([*argv, "--search", "--top", "2", "--price-gpu-hour", "3", "--chrome",
-                 str(chrome)]) == 0  # fmt: skip
+                 str(chrome)]) == 0
     out = capsys.readouterr().out
     assert "searched" in out and "what limits the best" in out and "$/M tokens" in out
     assert json.loads(chrome.read_text())["traceEvents"]
@@ -198,7 +198,7 @@ def test_search_json_and_table(capsys, tmp_path):
 
 def test_search_sharding_keeps_only_those_stages(capsys):
     argv = ["plan", "--model", "13b", "--cluster", "dgx-h100", "--nodes", "2",
-            "--global-batch", "32", "--search", "--top", "40", "--json"]  # fmt: skip
+            "--global-batch", "32", "--search", "--top", "40", "--json"]
     assert main(argv) == 0
     every = json.loads(capsys.readouterr().out)
     assert main([*argv, "--sharding", "zero2,fsdp"]) == 0
@@ -220,7 +220,7 @@ def test_calibrate_step(capsys):
 
 def test_mixtral_expert_parallel_lists_the_all_to_alls(capsys):
     argv = ["plan", "--model", "mixtral-8x7b", "--gpus", "64", "--gpus-per-node", "8",
-            "--intra", "nvlink4", "--inter", "ib-ndr", "--strategy", "ep=8,tp=1"]  # fmt: skip
+            "--intra", "nvlink4", "--inter", "ib-ndr", "--strategy", "ep=8,tp=1"]
     (p,) = plans(capsys, *argv)
     a2a = [c for c in p["collectives"] if c["kind"] == "all-to-all"]
     assert len(a2a) == 2

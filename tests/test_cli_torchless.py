@@ -50,9 +50,9 @@ def test_without_torch(tmp_path):
     link = HostLink("gloo-2", bandwidth_Bps=1e9, alpha_s=1e-5)
     write_profile(tmp_path / "p.toml", {"links": {"gloo": link_table(link)}})
     cases = [[a.replace("{tmp}", str(tmp_path)) for a in argv]
-             for argv in NEEDS_TORCH + WITHOUT_TORCH]  # fmt: skip
+             for argv in NEEDS_TORCH + WITHOUT_TORCH]
     proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(cases)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     *results, last = json.loads(proc.stdout.splitlines()[-1])
     assert last == {"torch_imported": False}

@@ -60,7 +60,7 @@ def test_bad_input_is_one_line_exit_2(argv):
 def test_trace_writes_svg_html_and_chrome_files(tmp_path):
     svg, page, chrome = tmp_path / "r.svg", tmp_path / "r.html", tmp_path / "r.json"
     proc = run_cli("trace", "all-reduce", "-n", "4", "--json", "--svg", str(svg),
-                   "--html", str(page), "--chrome", str(chrome))  # fmt: skip
+                   "--html", str(page), "--chrome", str(chrome))
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["steps"]) == 6  # stdout stays the data
     assert all(p.exists() for p in (svg, page, chrome))
@@ -89,7 +89,7 @@ def test_trace_chrome_uses_the_link_given(tmp_path):
     # 4 ranks, 1 MiB: 262144 B per step at 1 GB/s plus 10 us of latency, 6 steps
     chrome = tmp_path / "t.json"
     proc = run_cli("trace", "all-reduce", "-n", "4", "--link", "custom:bw=1GB/s,lat=10us",
-                   "--chrome", str(chrome))  # fmt: skip
+                   "--chrome", str(chrome))
     assert proc.returncode == 0, proc.stderr
     trace = json.loads(chrome.read_text())
     end_us = max(e["ts"] + e["dur"] for e in trace["traceEvents"] if e["ph"] == "X")

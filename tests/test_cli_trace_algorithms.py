@@ -48,7 +48,7 @@ def test_trace_tree_table_on_seven_ranks(capsys):
         (["all-reduce", "-n", "6", "--algorithm", "rabenseifner", "--no-fold"], "power-of-two"),
         (["all-gather", "-n", "12", "--algorithm", "recursive", "--no-fold"], "power-of-two"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_exit_2(argv, says):
     proc = subprocess.run(
         [sys.executable, "-m", "ringtree.cli", "trace", *argv],

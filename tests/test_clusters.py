@@ -53,7 +53,7 @@ def test_nvls_only_on_hopper_or_later_behind_a_third_generation_nvswitch():
     [("a100-sxm-80gb", 12, 20.0, 24.0), ("a100-sxm-40gb", 12, 20.0, 24.0),
      ("h100-sxm", 18, 20.6, 48.0), ("h200-sxm", 18, 20.6, 48.0), ("b200", 18, 40.1, 48.0),
      ("v100-sxm2", 6, 20.0, 12.0), ("l40s", 0, 0.0, 24.0)],
-)  # fmt: skip
+)
 def test_nccls_nvlink_and_pcie_figures(gpu, links, per_link, pcie):
     g = gpus()[gpu]
     assert (g.nvlink_links, g.nccl_nvlink_bw) == (links, per_link)
@@ -99,7 +99,7 @@ def test_aliases_are_built_as_their_target():
         assert a.key == alias and target in a.notes
         assert (a.gpu, a.gpus_per_node, a.fabric, a.nvls, a.nics_per_node, a.nic_gbps,
                 a.network, a.cpu) == (t.gpu, t.gpus_per_node, t.fabric, t.nvls,
-                                      t.nics_per_node, t.nic_gbps, t.network, t.cpu)  # fmt: skip
+                                      t.nics_per_node, t.nic_gbps, t.network, t.cpu)
 
 
 def test_preset_names_are_case_and_space_insensitive():
@@ -126,7 +126,7 @@ def test_record_has_what_clusters_json_promises():
 def test_a_preset_with_overrides(tmp_path):
     f = tmp_path / "mine.toml"
     f.write_text('[cluster]\npreset = "dgx-h100"\nnics_per_node = 4\nnetwork = "roce"\n'
-                 'nodes = 16\n')  # fmt: skip
+                 'nodes = 16\n')
     c = load_cluster(f)
     base = get_cluster("dgx-h100")
     assert c.key == "mine"
@@ -144,10 +144,10 @@ def test_a_preset_with_overrides(tmp_path):
 def test_a_cluster_of_its_own(tmp_path):
     f = tmp_path / "rack.toml"
     f.write_text('[cluster]\ngpu = "l40s"\ngpus_per_node = 4\nfabric = "pcie"\n'
-                 'nics_per_node = 2\nnic_gbps = 100\nnetwork = "roce"\ncpu = "amd"\n')  # fmt: skip
+                 'nics_per_node = 2\nnic_gbps = 100\nnetwork = "roce"\ncpu = "amd"\n')
     c = load_cluster(f)
     assert (c.gpu.key, c.gpus_per_node, c.fabric, c.nic_GBps, c.cpu) == ("l40s", 4, "pcie",
-                                                                          12.5, "amd")  # fmt: skip
+                                                                          12.5, "amd")
     assert c.nvls is False and c.sharp is False
 
 
@@ -161,7 +161,7 @@ def test_a_cluster_of_its_own(tmp_path):
      ({"preset": "dgx-h100", "gpus_per_node": 2.5}, "gpus_per_node"),
      ({"preset": "dgx-h100", "nic_gbps": 0}, "nics_per_node and nic_gbps"),
      ({"preset": "dgx-zz"}, "dgx-zz")],
-)  # fmt: skip
+)
 def test_a_bad_table_names_the_problem(table, named):
     with pytest.raises(RingtreeError) as e:
         cluster_from_table("x", table, "cluster file 'x.toml'")

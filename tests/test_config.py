@@ -29,7 +29,7 @@ def test_every_default_parses():
     ("RINGTREE_TIMEOUT", "inf"), ("RINGTREE_TIMEOUT", "nan"), ("RINGTREE_SLICE_BYTES", "abc"),
     ("RINGTREE_SLICE_BYTES", "10"), ("RINGTREE_SLICE_BYTES", "4GiB"), ("RINGTREE_CHECK", "maybe"),
     ("RINGTREE_DEBUG", "LOUD"), ("RINGTREE_DUPLEX", "2"), ("RINGTREE_THREADS", "all"),
-])  # fmt: skip
+])
 def test_a_bad_value_is_one_line_naming_the_variable(name, value):
     with pytest.raises(RingtreeError) as e:
         config.read(name, {name: value})
@@ -39,11 +39,11 @@ def test_a_bad_value_is_one_line_naming_the_variable(name, value):
 
 def test_values_read_as_documented():
     env = {"RINGTREE_TIMEOUT": "2.5", "RINGTREE_SLICE_BYTES": "64KiB", "RINGTREE_CHECK": "1",
-           "RINGTREE_DEBUG": "info", "RINGTREE_DUPLEX": "off"}  # fmt: skip
+           "RINGTREE_DEBUG": "info", "RINGTREE_DUPLEX": "off"}
     got = {name: config.read(name, env) for name in env}
     assert got == {"RINGTREE_TIMEOUT": 2.5, "RINGTREE_SLICE_BYTES": 65536,
                    "RINGTREE_CHECK": "always", "RINGTREE_DEBUG": "INFO",
-                   "RINGTREE_DUPLEX": False}  # fmt: skip
+                   "RINGTREE_DUPLEX": False}
 
 
 def test_the_documented_table_is_the_code_s():
@@ -68,7 +68,7 @@ def test_the_engine_reports_a_bad_variable_in_one_line(monkeypatch):
     ({"timeout": 0}, "timeout must be > 0"), ({"timeout": "5"}, "timeout must be seconds"),
     ({"ranks_per_node": 1.5}, "ranks_per_node must be"), ({"colour": 1}, "unknown option"),
     ({"algorithm": "warp"}, "unknown algorithm 'warp'"),
-])  # fmt: skip
+])
 def test_bad_options_are_one_line_errors_before_any_message(options, says):
     def body(t):
         with pytest.raises(RingtreeError) as e:
@@ -106,5 +106,5 @@ def test_the_decision_log_names_the_algorithm_and_its_predicted_time(tmp_path):
 def test_without_the_variable_nothing_is_logged():
     env = {k: v for k, v in os.environ.items() if not k.startswith("RINGTREE_DEBUG")}
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                         text=True, timeout=60, check=True)  # fmt: skip
+                         text=True, timeout=60, check=True)
     assert out.stderr == ""

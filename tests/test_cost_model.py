@@ -40,7 +40,7 @@ def test_textbook_tutor_and_other_collectives():
     p = predict("all-reduce", "ring", 2, 10**6, get_link("loopback"), "textbook", itemsize=2)
     assert p.bytes_sent_per_worker == 2e6
     for c in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER, Collective.BROADCAST,
-              Collective.REDUCE):  # fmt: skip
+              Collective.REDUCE):
         assert (
             predict(c, "ring", 8, 10**6, get_link("pcie4"), "textbook").bytes_sent_per_worker == 1e6
         )
@@ -119,7 +119,7 @@ def test_two_level_links_price_each_level_on_its_link(monkeypatch):
     assert predict("all-reduce", "two-level-test", 8, 1000, intra).latency_s == 8
     # the textbook uses the inter-node link's nominal bandwidth
     assert predict("all-reduce", "two-level-test", 8, 1000, {INTRA: intra, INTER: inter},
-                   "textbook").time_s == 2000 / 10  # fmt: skip
+                   "textbook").time_s == 2000 / 10
 
 
 def test_flat_algorithm_on_two_levels_is_limited_by_the_inter_link():
@@ -135,10 +135,10 @@ def test_flat_algorithm_on_two_levels_is_limited_by_the_inter_link():
     "kwargs, match",
     [({"n_ranks": 0}, "workers"), ({"size_bytes": -1}, "size"), ({"size_bytes": 3, "itemsize": 2},
      "whole number"), ({"model": "magic"}, "cost model"), ({"algorithm": "warp"}, "warp")],
-)  # fmt: skip
+)
 def test_bad_requests(kwargs, match):
     args = {"collective": "all-reduce", "algorithm": "ring", "n_ranks": 4, "size_bytes": 1024,
-            "links": get_link("pcie4")} | kwargs  # fmt: skip
+            "links": get_link("pcie4")} | kwargs
     with pytest.raises(RingtreeError, match=match):
         predict(**args)
 

@@ -38,7 +38,7 @@ def test_hand_computed_crossover():
     They cross at S = 8 alpha bw / 4.25."""
     link = parse_link("custom:bw=10GB/s,lat=10us")
     m = crossover_map("all-reduce", 8, link, itemsize=1, spec=BuildSpec(n_chunks=1),
-                      max_bytes=10**9)  # fmt: skip
+                      max_bytes=10**9)
     (x,) = ring_tree(m)
     want = 8 * 10e-6 * 10e9 / 4.25
     assert x.size_bytes == pytest.approx(want, abs=8)  # the ring's chunks round up to 1/8
@@ -84,7 +84,7 @@ def test_crossover_table_and_plot(tmp_path, capsys):
 
 def test_hierarchical_joins_with_ranks_per_node(capsys):
     argv = ["crossover", "all-reduce", "-n", "16", "--link", "nvlink4+ib-hdr",
-            "--ranks-per-node", "8", "--json"]  # fmt: skip
+            "--ranks-per-node", "8", "--json"]
     assert main(argv) == 0
     d = json.loads(capsys.readouterr().out)
     assert "hierarchical" not in d["skipped"]
@@ -102,7 +102,7 @@ def test_hierarchical_joins_with_ranks_per_node(capsys):
 )
 def test_bad_input_is_one_line_exit_2(argv):
     proc = subprocess.run([sys.executable, "-m", "ringtree.cli", "crossover", *argv],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

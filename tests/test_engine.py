@@ -30,7 +30,7 @@ def run_suite(n: int, backend: str) -> None:
     # before a slower one had written its result (a rank with no result, 2 runs in ~20)
     cfg = {"seed": n, "timeout_s": 30, "keep_group": backend == "gloo"}
     out = launch_body(n, backend, "engine_cases:run_cases", cfg, timeout_s=240,
-                      env={"PYTHONPATH": str(HERE)})  # fmt: skip
+                      env={"PYTHONPATH": str(HERE)})
     for r in out.ranks:  # a rank's own failure first: it explains a peer's timeout
         assert not (r.result and r.result["failures"]), r.result["failures"][0]
     assert not out.timed_out
@@ -63,7 +63,7 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def test_run_json_reports_correctness_time_prediction_and_bytes():
     out = cli("run", "-n", "3", "reduce-scatter", "--size", "1000B", "--algorithm", "ring",
-              "--iters", "3", "--json")  # fmt: skip
+              "--iters", "3", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["correct"] is True and d["algorithm"] == "ring"
@@ -76,7 +76,7 @@ def test_run_json_reports_correctness_time_prediction_and_bytes():
 
 def test_run_takes_ranks_per_node_for_hierarchical():
     out = cli("run", "-n", "4", "all-reduce", "--algorithm", "hierarchical", "--ranks-per-node",
-              "2", "--size", "64KiB", "--iters", "2", "--json")  # fmt: skip
+              "2", "--size", "64KiB", "--iters", "2", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["correct"] is True and d["algorithm"] == "hierarchical"
@@ -86,7 +86,7 @@ def test_run_takes_ranks_per_node_for_hierarchical():
 @pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed (pip install ringtree[mpi])")
 def test_run_over_mpi_prints_the_table():
     out = cli("run", "-n", "2", "--backend", "mpi", "broadcast", "--root", "1",
-              "--size", "64KiB", "--iters", "2")  # fmt: skip
+              "--size", "64KiB", "--iters", "2")
     assert out.returncode == 0, out.stderr
     assert "result: correct (verified against MPI's own broadcast" in out.stdout
     assert out.stdout.count(" yes ") == 2
@@ -111,7 +111,7 @@ def test_ddp_hook_over_nccl_gives_torch_gradients_bitwise():
          "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
          str(HERE / "ddp_nccl_script.py")],
         capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
     assert sorted(d["rank"] for d in lines) == [0, 1]
@@ -125,7 +125,7 @@ def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind():
     before = worker_pids()
     start = time.monotonic()
     out = cli("run", "-n", "4", "all-reduce", "--algorithm", "ring", "--size", "4MiB",
-              "--kill-rank", "3", "--timeout", "3s")  # fmt: skip
+              "--kill-rank", "3", "--timeout", "3s")
     elapsed = time.monotonic() - start
     assert out.returncode == 1
     msg = out.stderr
@@ -151,7 +151,7 @@ def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind():
         (["-n", "2", "all-reduce", "--algorithm", "nope"], "unknown algorithm 'nope'"),
         (["-n", "0", "all-reduce"], "expected a whole number >= 1"),
     ],
-)  # fmt: skip
+)
 def test_run_rejects_bad_input_without_starting_processes(args, expected):
     out = cli("run", *args, timeout=30)
     assert out.returncode == 2
@@ -187,7 +187,7 @@ def test_inside_a_program_started_by_torchrun():
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
          "--master-addr", "127.0.0.1", "--master-port", free, str(HERE / "torchrun_script.py")],
         capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
     assert sorted(d["rank"] for d in lines) == [0, 1]
@@ -200,9 +200,9 @@ def test_a_terminated_run_stops_the_processes_it_started():
     before = worker_pids()
     proc = subprocess.Popen(
         [*RINGTREE, "run", "-n", "2", "all-reduce", "--size", "64KiB",
-         "--iters", "10000", "--no-check"],  # fmt: skip
+         "--iters", "10000", "--no-check"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 60
         while len(worker_pids() - before) < 2 and time.monotonic() < deadline:

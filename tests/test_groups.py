@@ -17,7 +17,7 @@ ENV = {"PYTHONPATH": str(HERE)}
 
 
 def run(n: int, backend: str, body: str, config: dict, timeout_s: float = 240,
-        all_ok: bool = True) -> list[dict]:  # fmt: skip
+        all_ok: bool = True) -> list[dict]:
     """Every rank's result; ``all_ok``: every rank must also have exited cleanly."""
     out = launch_body(n, backend, body, {"timeout_s": 30, **config}, timeout_s=timeout_s, env=ENV)
     for r in out.ranks:  # a rank's own failure first: it explains a peer's
@@ -39,14 +39,14 @@ def test_mpi_sub_communicators_match_mpi():
 
 
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
-    MPI_MISSING, reason="mpi4py/mpirun not installed"))])  # fmt: skip
+    MPI_MISSING, reason="mpi4py/mpirun not installed"))])
 def test_mismatched_calls_raise_mismatch_error_on_every_rank_by_default(backend):
     results = run(3, backend, "group_cases:mismatches", {})
     assert all(r["cases"] == 5 for r in results)  # and no rank died of a signal (run: ok)
 
 
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
-    MPI_MISSING, reason="mpi4py/mpirun not installed"))])  # fmt: skip
+    MPI_MISSING, reason="mpi4py/mpirun not installed"))])
 def test_a_peer_absent_at_the_first_call_is_a_peer_error_within_the_timeout(backend):
     cfg = {"call_timeout_s": 2.0, "wait_s": 8.0, "keep_group": True}
     # under MPI, mpirun ends the absent rank once the others have left without MPI_Finalize

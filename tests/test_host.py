@@ -29,7 +29,7 @@ from ringtree.errors import RingtreeError
 from ringtree.schedule import Action
 
 MODEL = HostModel(cores=2, alpha_s=50e-6, message_s=100e-6, bandwidth_Bps=2e9,
-                  gamma_s_per_byte=1 / 5e9)  # fmt: skip
+                  gamma_s_per_byte=1 / 5e9)
 LINK = HostLink("test", bandwidth_Bps=1e9, alpha_s=1e-4, gamma_s_per_byte=0.0, host=MODEL)
 
 
@@ -83,7 +83,7 @@ def test_terms_equal_a_plain_loop_for_every_algorithm(col, n, count, cores, data
     got, want = host_terms(s, count, 4, cores), loop_terms(s, count, 4, cores)
     assert got.steps == want.steps
     for a, b in zip((got.messages, got.wire_bytes, got.reduce_bytes),
-                    (want.messages, want.wire_bytes, want.reduce_bytes), strict=True):  # fmt: skip
+                    (want.messages, want.wire_bytes, want.reduce_bytes), strict=True):
         assert a == pytest.approx(b)
     if cores >= n:  # enough cores: only the busiest rank counts, more cores change nothing
         assert host_terms(s, count, 4, cores + 5) == got

@@ -75,7 +75,7 @@ def test_bucket_records_match_the_schedule_and_the_model(lab):
             assert b["bytes_sent"] == s.bytes_sent(rr.rank, count, 4)
             assert b["bytes_received"] == s.bytes_received(rr.rank, count, 4)
             p = predict(Collective.ALL_REDUCE, b["algorithm"], 2, b["bytes"], link, itemsize=4,
-                        spec=BuildSpec(n_chunks=b["n_chunks"]))  # fmt: skip
+                        spec=BuildSpec(n_chunks=b["n_chunks"]))
             assert b["predicted_s"] == pytest.approx(p.time_s)
             assert 0 < b["measured_s"] == pytest.approx(b["t_end_s"] - b["t_start_s"])
     for rr in lab.runs["torch"]:
@@ -87,7 +87,7 @@ def test_trace_has_a_track_per_rank_and_the_transport_bytes(lab, tmp_path):
     trace = json.loads(json.dumps(lab_chrome_trace(lab)))  # loads with json
     events = trace["traceEvents"]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-             if e["ph"] == "M" and e["name"] == "thread_name"}  # fmt: skip
+             if e["ph"] == "M" and e["name"] == "thread_name"}
     slices = [e for e in events if e["ph"] == "X"]
     for pid in (0, 1):
         ranks = {names[(p, t)].split(" (")[0] for p, t in names if p == pid}
@@ -96,7 +96,7 @@ def test_trace_has_a_track_per_rank_and_the_transport_bytes(lab, tmp_path):
     for rr in lab.runs["ringtree"]:
         for kind, counted in (("send", "bytes_sent"), ("recv", "bytes_received")):
             traced = sum(e["args"]["bytes"] for e in slices if e["cat"] == kind and e["pid"] == 1
-                         and names[(1, e["tid"])].startswith(f"rank {rr.rank}"))  # fmt: skip
+                         and names[(1, e["tid"])].startswith(f"rank {rr.rank}"))
             assert traced == sum(b[counted] for b in rr.buckets) > 0
     buckets = [e for e in slices if e["cat"] == "bucket"]
     assert len(buckets) == sum(len(rr.buckets) for runs in lab.runs.values() for rr in runs)
@@ -150,7 +150,7 @@ def _children():
 def test_a_failing_rank_is_one_line_and_nothing_is_left():
     """A corpus shorter than one window: every rank raises while building its first batch."""
     with pytest.raises(RunFailed, match=r"^rank \d: RingtreeError: stream of 10 tokens is "
-                       r"shorter than a window of 32") as e:  # fmt: skip
+                       r"shorter than a window of 32") as e:
         run_lab(LabConfig(ranks=2, steps=2, corpus_tokens=10, timeout_s=60))
     assert "\n" not in str(e.value)
     assert _children() == []

@@ -117,7 +117,7 @@ def test_batch_depends_on_seed_step_and_rank_only():
     same = G.batch(stream, 0, 3, 1, 4, 8), G.batch(stream, 0, 3, 1, 4, 8)
     np.testing.assert_array_equal(same[0][0], same[1][0])
     for other in (G.batch(stream, 1, 3, 1, 4, 8), G.batch(stream, 0, 4, 1, 4, 8),
-                  G.batch(stream, 0, 3, 0, 4, 8)):  # fmt: skip
+                  G.batch(stream, 0, 3, 0, 4, 8)):
         assert not np.array_equal(other[0], same[0][0])
 
 

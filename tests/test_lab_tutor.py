@@ -13,7 +13,7 @@ def test_parameter_count_by_hand():
     feed_forward = c.width * c.ff + c.ff + c.ff * c.width + c.width
     layer = attention + feed_forward + 2 * 2 * c.width  # two layer norms
     expected = (c.layers * layer + c.vocab * c.width + c.context * c.width + 2 * c.width
-                + c.width * c.vocab + c.vocab)  # fmt: skip
+                + c.width * c.vocab + c.vocab)
     assert n_parameters(build_tutor(0)) == expected == 479_024
     assert c.vocab == len(VOCABULARY)
 

@@ -7,7 +7,7 @@ from ringtree.cost.model import INTER, INTRA
 from ringtree.errors import RingtreeError
 
 REQUIRED = ["nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5", "ib-hdr", "ib-ndr",
-            "roce-100g", "10gbe", "25gbe", "100gbe", "loopback"]  # fmt: skip
+            "roce-100g", "10gbe", "25gbe", "100gbe", "loopback"]
 
 
 def test_every_required_preset_exists_with_a_note_and_a_source():
@@ -72,7 +72,7 @@ def test_custom_link():
     "text",
     ["warp-drive", "custom:", "custom:lat=3us", "custom:bw=fast", "custom:bw=1GB/s,speed=2",
      "custom:bw=1GB/s,bw=2GB/s", "custom:bw=-5GB/s", "custom:bw=1GB/s,lat=fast"],
-)  # fmt: skip
+)
 def test_bad_links_are_one_line_errors(text):
     with pytest.raises(RingtreeError) as e:
         parse_link(text)
@@ -92,4 +92,4 @@ def test_record_keys():
     assert set(link_record(get_link("pcie4"))) == {
         "name", "nominal_Bps", "nominal_both_directions", "bandwidth_Bps", "alpha_s",
         "gamma_s_per_byte", "note", "source",
-    }  # fmt: skip
+    }

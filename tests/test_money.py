@@ -43,7 +43,7 @@ def test_per_worker_price_is_the_cluster_price_divided():
     "call",
     [lambda: Price.cluster(-1), lambda: comm_money(1, Price.cluster(1), steps_per_second=0),
      lambda: comm_money(1, Price.cluster(1), hours=-2)],
-)  # fmt: skip
+)
 def test_bad_money_inputs(call):
     with pytest.raises(RingtreeError):
         call()

@@ -21,10 +21,10 @@ from ringtree.cost.nccl.topology import topology
 AR, AG, BC = Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.BROADCAST
 NAMES = {"tree": "Tree", "ring": "Ring", "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT",
          "collnet_direct": "CollNetDirect", "collnet_chain": "CollNetChain", "ll": "LL",
-         "ll128": "LL128", "simple": "Simple"}  # fmt: skip
+         "ll128": "LL128", "simple": "Simple"}
 CASES = [("dgx-a100", 1, AR), ("dgx-h100", 1, AR), ("dgx-h100", 4, AR), ("dgx-a100", 16, AR),
          ("aws-p5", 2, AR), ("gcp-a3-mega", 2, AG), ("dgx-h100", 2, BC),
-         ("pcie-8x-rtx4090", 2, AR)]  # fmt: skip
+         ("pcie-8x-rtx4090", 2, AR)]
 
 
 def pick(collective, size, topo, s) -> str:
@@ -74,7 +74,7 @@ def test_one_a100_node_switches_where_nccls_figures_cross():
 
     c = get_cluster("dgx-a100")
     out = switch_points(AR, topology(c, 1), tuner.Settings.for_cluster(c, {}), 4, 2**34,
-                        itemsize=4)  # fmt: skip
+                        itemsize=4)
     assert [x.choice for x in out.ranges] == ["Ring/LL", "Ring/LL128", "Ring/Simple"]
     first, second = (x.lo_bytes for x in out.ranges[1:])
     assert first == 4 * math.ceil(cross(ll, ll128) / 4)  # the first element past the cross
@@ -87,11 +87,11 @@ def test_the_environment_moves_the_switches():
     default = switch_points(AR, topo, tuner.Settings.for_cluster(c, {}), 1, 2**34)
     assert default.ranges[-1].choice == "NVLS/Simple"
     off = switch_points(AR, topo, tuner.Settings.for_cluster(c, {"NCCL_NVLS_ENABLE": "0"}), 1,
-                        2**34)  # fmt: skip
+                        2**34)
     assert all("NVLS" not in x.choice for x in off.ranges)
     simple = switch_points(AR, topo, tuner.Settings.for_cluster(c, {"NCCL_PROTO": "Simple",
                                                                     "NCCL_ALGO": "Ring"}), 1,
-                           2**34)  # fmt: skip
+                           2**34)
     assert [x.choice for x in simple.ranges] == ["Ring/Simple"]
 
 

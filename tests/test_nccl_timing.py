@@ -31,7 +31,7 @@ EVERY = (AR, AG, RS, BC, RD)
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
          "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT",
-         "ll": "LL", "ll128": "LL128", "simple": "Simple"}  # fmt: skip
+         "ll": "LL", "ll128": "LL128", "simple": "Simple"}
 PRESETS = sorted(k for k in presets() if k not in ALIASES)
 NO_ENV = tuner.Settings.from_env({})
 
@@ -99,7 +99,7 @@ def test_predict_takes_any_spelling_and_refuses_nonsense():
     # below 2 x 128 x 32 KiB = 8 MiB (enqueue.cc)
     [(8 * GiB, 128 * KiB), (GiB, 128 * KiB), (GiB - 1, 64 * KiB), (64 * MiB, 64 * KiB),
      (64 * MiB - 1, 32 * KiB), (8 * MiB, 32 * KiB), (8 * MiB - 1, 16 * KiB), (1, 16 * KiB)],
-)  # fmt: skip
+)
 def test_nvls_chunk_halvings(size, chunk):
     topo = topology(get_cluster("dgx-h100"), 1)
     assert timing.nvls_chunk_bytes(size, topo, NO_ENV) == chunk
@@ -120,7 +120,7 @@ def entry(algorithm: str, protocol: str) -> tuner.Entry:
      (16 * MiB, 72000),  # 1, 3, 7 per channel -> 72000 (14 >= 7.6)
      (MiB, 18000),  # 0 -> 72000, then 0 -> 36000, 1 -> 18000 (no more: 18000 <= 32768)
      (1, 18000)],
-)  # fmt: skip
+)
 def test_tree_ll128_chunk_halvings(size, chunk):
     topo = topology(get_cluster("dgx-h100"), 4)
     assert timing.tree_chunk_bytes(entry("tree", "ll128"), size, topo, 16, NO_ENV) == chunk
@@ -142,7 +142,7 @@ def test_tree_ll_and_simple_chunks_are_one_step():
     for size in (1, MiB, GiB):
         assert timing.tree_chunk_bytes(entry("tree", "ll"), size, topo, 16, NO_ENV) == 32 * KiB
         assert timing.tree_chunk_bytes(entry("tree", "simple"), size, topo, 16,
-                                       NO_ENV) == 512 * KiB  # fmt: skip
+                                       NO_ENV) == 512 * KiB
 
 
 @pytest.mark.parametrize(
@@ -152,17 +152,17 @@ def test_tree_ll_and_simple_chunks_are_one_step():
     [(2, GiB, 128 * KiB), (2, 64 * MiB, 128 * KiB), (2, 64 * MiB - 1, 64 * KiB),
      (2, 8 * MiB, 64 * KiB), (2, 8 * MiB - 1, 32 * KiB), (4, GiB, 64 * KiB),
      (4, 8 * MiB, 64 * KiB), (4, 8 * MiB - 1, 32 * KiB)],
-)  # fmt: skip
+)
 def test_nvls_tree_chunks(nodes, size, chunk):
     topo = topology(get_cluster("dgx-h100"), nodes)
     assert timing.tree_chunk_bytes(entry("nvls_tree", "simple"), size, topo, 16,
-                                   NO_ENV) == chunk  # fmt: skip
+                                   NO_ENV) == chunk
 
 
 # ------------------------------------------------------------------ physical sanity
 
 SANITY = [("dgx-a100", 1), ("dgx-a100", 2), ("dgx-h100", 1), ("dgx-h100", 8), ("aws-p5", 2),
-          ("pcie-8x-rtx4090", 1), ("pcie-8x-rtx4090", 4)]  # fmt: skip
+          ("pcie-8x-rtx4090", 1), ("pcie-8x-rtx4090", 4)]
 EDGES = sorted({x for p in range(35) for x in (2**p - 1, 2**p, 3 * 2**p) if x})
 
 
@@ -202,7 +202,7 @@ def nccl_bound(call: NcclCall, topo) -> float:
     line = topo.nics * c.nic_gbps / 8
     tree_net = 2 * line if topo.nodes == 2 else line
     nccl = tuner.bandwidth(call.collective, call.algorithm, call.protocol, topo) * \
-        timing.bus_factor(call.collective, call.n_ranks)  # fmt: skip
+        timing.bus_factor(call.collective, call.n_ranks)
     if call.algorithm == "ring":
         return intra if topo.nodes == 1 else (min(intra, line) if topo.gpus_per_node > 1 else line)
     if call.algorithm == "tree":
@@ -280,7 +280,7 @@ def test_a_slower_network_is_never_faster():
 def test_restricting_nccl_to_one_pair_runs_that_pair():
     c = get_cluster("dgx-h100")
     for algo, proto in (("Tree", "LL"), ("Ring", "LL128"), ("Tree", "Simple"),
-                        ("NVLSTree", "Simple")):  # fmt: skip
+                        ("NVLSTree", "Simple")):
         for size in (8, MiB, 8 * GiB):
             call = predict(AR, size, c, 2, env={"NCCL_ALGO": algo, "NCCL_PROTO": proto})
             assert call.nccl_name == f"{algo}/{proto}"

@@ -32,7 +32,7 @@ from ringtree.errors import RingtreeError
 AR, AG, RS = Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER
 BC, RD = Collective.BROADCAST, Collective.REDUCE
 EVERY_ALGO = frozenset({"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree",
-                        "pat"})  # fmt: skip
+                        "pat"})
 EVERY_PROTO = frozenset({"ll", "ll128", "simple"})
 FUNCS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 MiB = 2**20
@@ -45,7 +45,7 @@ def env(**values: str) -> tuner.Settings:
 def pairs(collective, topo, settings=None) -> set[tuple[str, str]]:
     """The (algorithm, protocol) pairs NCCL would price for ``collective``."""
     return {(e.algorithm, e.protocol)
-            for e in tuner.table(collective, topo, settings or env())}  # fmt: skip
+            for e in tuner.table(collective, topo, settings or env())}
 
 
 def three(algorithm: str) -> set[tuple[str, str]]:
@@ -55,7 +55,7 @@ def three(algorithm: str) -> set[tuple[str, str]]:
 def entry_of(collective, topo, algorithm: str, protocol: str) -> tuner.Entry:
     """NCCL's table entry for one pair (with NCCL's defaults)."""
     (e,) = [x for x in tuner.table(collective, topo, env())
-            if (x.algorithm, x.protocol) == (algorithm, protocol)]  # fmt: skip
+            if (x.algorithm, x.protocol) == (algorithm, protocol)]
     return e
 
 
@@ -106,7 +106,7 @@ def test_a_collective_prefix_applies_to_that_collective_only():
         ("NCCL_ALGO", "RING;AllReduce:TREE,nvlstree",
          {"allreduce": {"tree", "nvls_tree"}, **{f: {"ring"} for f in FUNCS[:4]}}),
     ],
-)  # fmt: skip
+)
 def test_nccl_source_examples(var, value, want):
     s = tuner.Settings.from_env({var: value})
     got = s.algos if var == "NCCL_ALGO" else s.protos
@@ -211,7 +211,7 @@ def test_ll128_only_over_nvlink_unless_named():
 def test_ll128_on_volta_nvlink():
     # SM 70 is the oldest LL128 runs on by default
     volta = cluster_from_table("v", {"gpu": "v100-sxm2", "gpus_per_node": 8,
-                                     "fabric": "nvswitch"}, "test")  # fmt: skip
+                                     "fabric": "nvswitch"}, "test")
     assert ("ring", "ll128") in pairs(AR, topology(volta, 1))
 
 
@@ -238,7 +238,7 @@ def test_collnet_needs_sharp_and_the_switch():
     assert ("collnet_chain", "simple") not in pairs(AG, topo, on)  # chain: all-reduce only
     # no SHARP in the fabric: nothing, whatever the environment says
     assert not any(a.startswith("collnet") for a, _ in pairs(AR, topology(get_cluster(
-        "dgx-h100"), 2), on))  # fmt: skip
+        "dgx-h100"), 2), on))
 
 
 def test_every_entry_of_the_table_is_enabled_and_positive():
@@ -313,7 +313,7 @@ def test_topology_refuses_impossible_jobs():
     with pytest.raises(RingtreeError, match="1..8"):
         topology(h100, 1, 9)
     lonely = cluster_from_table("lonely", {"preset": "dgx-h100", "nics_per_node": 0,
-                                           "nic_gbps": 0}, "test")  # fmt: skip
+                                           "nic_gbps": 0}, "test")
     assert topology(lonely, 1).n_ranks == 8
     with pytest.raises(RingtreeError, match="no NICs"):
         topology(lonely, 2)
@@ -333,7 +333,7 @@ A100_1 = {  # ring/tree 12 x 20 = 240; Ampere N1 caps: llMax 87.7, tree 24.0, LL
     ("tree", "ll128"): (14.0 + 2 * 7 * 1.25,
                         min(min(0.92 * 240, 12 * 24.0) * 7 / 9, 12 * 20.0) * 0.5, 31.5, 85.9),
     ("tree", "simple"): (8.4 + 2 * 7 * 4.0, min(0.92 * 240, 12 * 24.0) * 0.5, 64.4, 110.4),
-}  # fmt: skip
+}
 H100_1 = {  # 12 x 30 = 360; Hopper N1: llMax 141.0, tree 38.7, LL128 36.7; NVLS (2.30 model)
     ("ring", "ll"): (6.6 + 14 * 0.6, min(141.0, 0.5 * 360) * 8 / 14, 15.0, 80.6),
     ("ring", "ll128"): (14.0 + 14 * 1.9, min(0.92 * 360, 12 * 36.7) * 8 / 14, 40.6, 189.3),
@@ -346,7 +346,7 @@ H100_1 = {  # 12 x 30 = 360; Hopper N1: llMax 141.0, tree 38.7, LL128 36.7; NVLS
     # NVLS replaces the base latency with NVLink's 25; 8 heads x min(40 x 0.85 x 7/8 x 2,
     # bwInter) x nRanks/nsteps (measured algbw ~273, NVIDIA/nccl#1455)
     ("nvls", "simple"): (25.0, 8 * min(40 * 0.85 * 7 / 8 * 2, 60) * 8 / 14, 25.0, 272.0),
-}  # fmt: skip
+}
 A100_4 = {  # 4 DGX A100 (AMD): 8 x 24 = 192; N4: llMax (AMD row) 19.0, tree 17.8, LL128 20.0;
     # 62 steps, 6 across the network; net overhead 2.0 us on AMD (x3 Simple)
     ("ring", "ll"): (6.6 + 56 * max(0.6, 2.0) + 6 * 2.7, min(19.0, 0.5 * 192) * 32 / 62,
@@ -360,7 +360,7 @@ A100_4 = {  # 4 DGX A100 (AMD): 8 x 24 = 192; N4: llMax (AMD row) 19.0, tree 17.
                         min(min(0.92 * 192, 8 * 17.8) * 120 / 128, 8 * 20.0) * 0.5, 65.5, 66.8),
     ("tree", "simple"): (8.4 + 2 * (7 * 4.0 + 2 * 14.0), min(0.92 * 192, 8 * 17.8) * 0.5,
                          120.4, 71.2),
-}  # fmt: skip
+}
 H100_4 = {  # 4 DGX H100 (Intel): 8 x 48 = 384; N4: llMax (Intel row) 20.4, tree 36.0, LL128
     # ring 36.7, tree 29.0; net overhead 1.0 us (x3 Simple)
     ("ring", "ll"): (6.6 + 56 * max(0.6, 1.0) + 6 * 2.7, min(20.4, 0.5 * 384) * 32 / 62,
@@ -377,7 +377,7 @@ H100_4 = {  # 4 DGX H100 (Intel): 8 x 48 = 384; N4: llMax (Intel row) 20.4, tree
     # NVLSTree (2.30): 25 + 2 log2(4) x 20.9; 8 x min(59.5, 48, perChMaxNVLSTreeBw 45.5) x 32/62
     ("nvls_tree", "simple"): (25.0 + 2 * 2 * 20.9, 8 * min(59.5, 48.0, 45.5) * 32 / 62,
                               108.6, 187.9),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(
@@ -385,7 +385,7 @@ H100_4 = {  # 4 DGX H100 (Intel): 8 x 48 = 384; N4: llMax (Intel row) 20.4, tree
     [("dgx-a100", 1, A100_1), ("dgx-h100", 1, H100_1), ("dgx-a100", 4, A100_4),
      ("dgx-h100", 4, H100_4)],
     ids=["a100x1", "h100x1", "a100x4", "h100x4"],
-)  # fmt: skip
+)
 def test_all_reduce_latency_and_bandwidth_by_hand(preset, nodes, want):
     topo = topology(get_cluster(preset), nodes)
     table = {(e.algorithm, e.protocol): e for e in tuner.table(AR, topo, env())}
@@ -441,7 +441,7 @@ TREE_CORRECTION = {
               .9, .9, 1.0, 1.0),
     "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
                .8, .9, .9),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("proto", ["ll", "ll128", "simple"])
@@ -472,7 +472,7 @@ def test_ring_simple_plateau_factor_across_nodes():
     assert r1.time_us(AR, 1 << 30, one) == pytest.approx(want)
     ag = entry_of(AG, topo, "ring", "simple")
     assert ag.time_us(AG, 1 << 30, topo) == pytest.approx(ag.latency_us + (1 << 30) /
-                                                          (1000 * ag.bw_GBps))  # fmt: skip
+                                                          (1000 * ag.bw_GBps))
 
 
 def test_a_disabled_pair_never_wins():
@@ -489,7 +489,7 @@ def test_a_disabled_pair_never_wins():
     ("size", "want"),
     [(8, ("ring", "ll")), (2 * MiB, ("ring", "ll")), (4 * MiB, ("ring", "ll128")),
      (16 * MiB, ("ring", "ll128")), (32 * MiB, ("ring", "simple")), (8 << 30, ("ring", "simple"))],
-)  # fmt: skip
+)
 def test_one_a100_node_picks_as_the_notes_work_out(size, want):
     # notes 3.4: "A100 1 node Ring/LL up to 2 MiB, Ring/LL128 4-16 MiB, Ring/Simple from 32 MiB"
     topo = topology(get_cluster("dgx-a100"), 1)
@@ -501,7 +501,7 @@ def test_one_a100_node_picks_as_the_notes_work_out(size, want):
     ("size", "want"),
     [(8, ("ring", "ll")), (1 * MiB, ("ring", "ll")), (2 * MiB, ("nvls", "simple")),
      (8 << 30, ("nvls", "simple"))],
-)  # fmt: skip
+)
 def test_one_h100_node_switches_to_nvls_from_2_mib(size, want):
     # Ring/LL: 15.0 + S / 80.57e3; NVLS: 25.0 + S / 272e3 us: they cross at ~1.15 MB
     topo = topology(get_cluster("dgx-h100"), 1)
@@ -529,7 +529,7 @@ def test_the_choice_is_the_cheapest_enabled_pair():
                 e = tuner.choose(col, size, topo, env())
                 assert e in entries
                 assert all(e.time_us(col, size, topo) <= x.time_us(col, size, topo)
-                           for x in entries)  # fmt: skip
+                           for x in entries)
 
 
 # ------------------------------------------------------------------ channels of one call
@@ -585,7 +585,7 @@ def test_ring_channels_drop_for_small_calls(proto, threshold):
     topo = topology(get_cluster("dgx-a100"), 1)  # 24 execution channels
     e = entry_of(AR, topo, "ring", proto)
     for size in (1, threshold - 1, threshold, 5 * threshold - 1, 5 * threshold,
-                 24 * threshold - 1, 24 * threshold, 1 << 30):  # fmt: skip
+                 24 * threshold - 1, 24 * threshold, 1 << 30):
         want = max(1, min(24, size // threshold))
         assert tuner.channels_used(e, AR, size, topo) == want, size
 

@@ -45,8 +45,8 @@ def test_no_reduce_scatter_send_waits_for_a_receive_unlike_the_ring(n):
     count = 4096 * n
     for rank in range(n):
         pw = compile_program(build(Collective.REDUCE_SCATTER, "pairwise", n), rank, count, 4,
-                             in_place=False)  # fmt: skip
+                             in_place=False)
         ring = compile_program(build(Collective.REDUCE_SCATTER, "ring", n), rank, count, 4,
-                               in_place=False)  # fmt: skip
+                               in_place=False)
         assert [op.ready for op in pw.sends] == [0] * (n - 1)
         assert [op.ready for op in ring.sends] == list(range(n - 1))

@@ -21,7 +21,7 @@ TABLE4 = {
         (Path(__file__).parent.parent / "bench" / "published_training" / "korthikanti2022.toml")
         .read_text()
     )["layer_timings"]
-}  # fmt: skip
+}
 
 
 def test_large_gemms_reach_the_generations_efficiency_small_ones_fall_short():
@@ -36,7 +36,7 @@ def test_large_gemms_reach_the_generations_efficiency_small_ones_fall_short():
     # a GEMM with one row is priced by the bytes it reads (memory-bound)
     thin = dev.gemm_s(1, 8192, 8192)
     assert thin == pytest.approx(2 * 8192 * 8192 / (dev.hbm_Bps * dev.eff.memory)
-                                 + dev.eff.kernel_s, rel=0.01)  # fmt: skip
+                                 + dev.eff.kernel_s, rel=0.01)
 
 
 def test_one_layer_of_22b_matches_korthikanti_table_4():

@@ -51,7 +51,7 @@ def test_gqa_and_swiglu_follow_megatrons_formula():
     # 12 B s L h^2 [(1 + g/a + s/h) + (f/h)(3/2) + V/(2Lh)], q = h
     want = 12 * b * s * n * h * h * (
         (1 + 8 / 64 + s / h) + (28672 / h) * 1.5 + 32000 / (2 * n * h)
-    )  # fmt: skip
+    )
     assert model_flops(m, b) == pytest.approx(want, rel=1e-12)
 
 

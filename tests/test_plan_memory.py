@@ -31,7 +31,7 @@ CASES = {
 def gpt(d):
     h = d["hidden"]
     return Model(d["model"], 1, d["layers"], h, d["seq_len"], heads=d["heads"], ffn=4 * h,
-                 vocab=51200, tied=True, dropout=True)  # fmt: skip
+                 vocab=51200, tied=True, dropout=True)
 
 
 @pytest.mark.parametrize("d", tomllib.loads(DATA.read_text())["derived"], ids=lambda d: d["name"])
@@ -45,7 +45,7 @@ def test_korthikanti_activation_memory_per_layer(d):
     lay = Layout("ddp", 1, d["tp"], d["pp"], True)
     first = d["layers"] // d["pp"] * sel * in_flight(lay, 10**6) / 2**30
     assert first == pytest.approx(d["first_stage_gib_tensor_sequence_parallel_selective"],
-                                  rel=2e-3)  # fmt: skip
+                                  rel=2e-3)
 
 
 def test_the_papers_own_examples():

@@ -72,6 +72,6 @@ def test_shape_overrides_recount_the_parameters():
     with pytest.raises(RingtreeError, match="do not split into 3 key/value groups"):
         get_model("7b").with_overrides(kv_heads=3)
     custom = Model("c", 1).with_overrides(layers=2, hidden=64, heads=4, ffn=256, vocab=100,
-                                          seq_len=32)  # fmt: skip
+                                          seq_len=32)
     assert custom.complete and custom.params == 2 * (4 * 64 * 64 + 2 * 64 * 256 + 2 * 64) + (
-        2 * 100 * 64 + 64)  # fmt: skip
+        2 * 100 * 64 + 64)

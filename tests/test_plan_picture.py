@@ -20,7 +20,7 @@ from ringtree.plan.timeline import BUBBLE, COMPUTE, step_events
 def piped():
     c = from_hardware(get_cluster("dgx-h100"), 4)
     return plan(PRESETS["13b"], c, parse_strategy("zero1,tp=8,pp=4,v=2,sp"),
-                Training(global_batch=32))  # fmt: skip
+                Training(global_batch=32))
 
 
 def test_every_stage_has_its_forwards_backwards_and_bubble(piped):
@@ -34,7 +34,7 @@ def test_every_stage_has_its_forwards_backwards_and_bubble(piped):
     # the compute track of each stage never overlaps itself
     for s in stages:
         mine = sorted((e for e in events if e.stage == s and e.track == COMPUTE),
-                      key=lambda e: e.start_s)  # fmt: skip
+                      key=lambda e: e.start_s)
         for a, b in zip(mine, mine[1:], strict=False):
             assert a.start_s + a.dur_s <= b.start_s + 1e-9
 
@@ -58,6 +58,6 @@ def test_no_picture_without_compute():
     from ringtree.plan.cluster import Cluster
 
     p = plan(PRESETS["7b"], Cluster(1, 8, Link("a", 1e11), Link("b", 1e10)),
-             parse_strategy("ddp"), Training())  # fmt: skip
+             parse_strategy("ddp"), Training())
     with pytest.raises(RingtreeError, match="needs its compute"):
         step_events(p)

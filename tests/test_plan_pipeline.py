@@ -24,7 +24,7 @@ def test_every_chunk_runs_once_forward_before_backward(case):
     for i in range(p):
         order = stage_order(i, p, m, v)
         assert sorted(order) == sorted((k, mb, c) for k in (F, B) for mb in range(m)
-                                       for c in range(v))  # fmt: skip
+                                       for c in range(v))
         seen = set()
         for kind, mb, c in order:
             if kind == B:

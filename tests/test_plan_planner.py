@@ -115,7 +115,7 @@ def test_compare_ranks_by_step_time_fitting_first():
     ranked = compare(
         PRESETS["7b"], cluster(nodes=8), [parse_strategy(s) for s in ("ddp", "zero3", "tp=8")],
         Training(compute_s=0.2),
-    )  # fmt: skip
+    )
     assert [p.layout.flavor for p in ranked][-1] == "ddp"  # does not fit: last
     steps = [p.step_time_s for p in ranked[:-1]]
     assert steps == sorted(steps)
@@ -161,7 +161,7 @@ def test_hierarchical_all_reduce_where_cheaper(monkeypatch):
     assert not c.call.hierarchical
     spec = BuildSpec(ranks_per_node=8)
     both = choose("all-reduce", 32, 14 * 10**9, {INTRA: slow_inside.intra, INTER: SLOW},
-                  itemsize=2, spec=spec)  # fmt: skip
+                  itemsize=2, spec=spec)
     assert c.call.algorithm == both.chosen.algorithm != "hierarchical"
 
 

@@ -39,7 +39,7 @@ def test_scored_steps_equal_the_planners():
             for flavor, step in scorer.steps(g, rc, c):
                 lay = Layout(flavor, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
                 p = plan(m, c, lay, replace(tr, micro_batch=g.b, recompute=rc),
-                         with_verdict=False)  # fmt: skip
+                         with_verdict=False)
                 assert p.fits_memory
                 assert step == pytest.approx(p.step_time_s, rel=1e-9)
                 checked += 1
@@ -77,7 +77,7 @@ def test_cost_objective_tries_fewer_nodes():
     c = replace(from_hardware(H100, 4), price_gpu_hour=2.0)
     found = search(PRESETS["7b"], c, Training(global_batch=64), top=3, objective="cost")
     assert found.considered > len(list(candidates(PRESETS["7b"], c, Training(global_batch=64),
-                                                  4, None, None)))  # fmt: skip
+                                                  4, None, None)))
     costs = [p.to_json()["usd_per_million_tokens"] for p in found.plans]
     assert costs == sorted(costs)
 

@@ -22,7 +22,7 @@ LINK = HostLink(
     "gloo-4x2cores", bandwidth_Bps=9.5e8, alpha_s=3.3e-4, gamma_s_per_byte=1.25e-10,
     note='fitted on 4 gloo processes "here"', source="ringtree calibrate",
     host=HostModel(2, 6.0e-5, 1.8e-4, 1.9e9, 2.5e-10, n_ranks=4),
-)  # fmt: skip
+)
 
 
 def write(tmp_path, tables=None) -> str:  # noqa: ANN001
@@ -38,7 +38,7 @@ def test_write_then_read_gives_the_same_link(tmp_path):
     assert got.host == LINK.host
     assert (got.name, got.bandwidth_Bps, got.alpha_s, got.gamma_s_per_byte, got.note) == (
         LINK.name, LINK.bandwidth_Bps, LINK.alpha_s, LINK.gamma_s_per_byte, LINK.note,
-    )  # fmt: skip
+    )
     text = Path(path).read_text()
     data = tomllib.loads(text)
     assert data["profile"]["format"] == 1 and data["links"]["gloo"]["fit"]["sizes"][1] == 131072
@@ -65,18 +65,18 @@ def test_a_profile_names_its_links_and_picks_one(tmp_path):
 def test_cost_uses_the_profile_as_a_link(tmp_path, capsys):
     path = write(tmp_path)
     assert main(["cost", "all-reduce", "-n", "4", "--size", "16MiB", "--algorithm", "ring",
-                 "--profile", path, "--json"]) == 0  # fmt: skip
+                 "--profile", path, "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     want = predict("all-reduce", "ring", 4, 16 << 20, LINK, itemsize=4).time_s
     assert row["time_s"] == pytest.approx(want)
     assert main(["cost", "all-reduce", "-n", "4", "--size", "16MiB", "--link", path,
-                 "pcie4", "--json"]) == 0  # fmt: skip
+                 "pcie4", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     spec = BuildSpec(n_chunks=rows[0]["n_chunks"])
     assert rows[0]["time_s"] == pytest.approx(
         predict("all-reduce", rows[0]["algorithm"], 4, 16 << 20, LINK, itemsize=4,
                 spec=spec).time_s
-    )  # fmt: skip
+    )
     assert main(["cost", "all-reduce", "-n", "4", "--size", "16MiB", "--profile", path]) == 0
     assert "through the CPU" in capsys.readouterr().out
 
@@ -84,11 +84,11 @@ def test_cost_uses_the_profile_as_a_link(tmp_path, capsys):
 def test_crossover_and_plan_take_the_profile(tmp_path, capsys):
     path = write(tmp_path)
     assert main(["crossover", "all-reduce", "-n", "4", "--profile", path, "--max-size",
-                 "64MiB", "--json"]) == 0  # fmt: skip
+                 "64MiB", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["link"] == "gloo-4x2cores" and data["auto_by_size"]
     assert main(["plan", "--params", "10M", "--gpus", "4", "--profile", path, "--compute",
-                 "100ms", "--json"]) == 0  # fmt: skip
+                 "100ms", "--json"]) == 0
     (call,) = json.loads(capsys.readouterr().out)["plans"][0]["collectives"]
     choice = choose("all-reduce", 4, 10**7 * 2, LINK, itemsize=2)  # 10M fp16 gradients
     assert call["algorithm"] == choice.algorithm
@@ -109,7 +109,7 @@ def test_crossover_and_plan_take_the_profile(tmp_path, capsys):
          "alpha_s = 0\n", "lacks bandwidth_Bps"),
         ("links = 3\n", "no [links.NAME] table"),
     ],
-)  # fmt: skip
+)
 def test_malformed_profiles_are_one_line_errors_exit_2(tmp_path, capsys, content, message):
     path = tmp_path / "bad.toml"
     path.write_text(content)

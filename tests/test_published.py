@@ -71,7 +71,7 @@ def test_busbw_is_nccl_tests_arithmetic_on_the_time(path):
         n = run.n_ranks
         factor = {Collective.ALL_REDUCE: 2 * (n - 1) / n, Collective.ALL_GATHER: (n - 1) / n,
                   Collective.REDUCE_SCATTER: (n - 1) / n,
-                  Collective.ALL_TO_ALL: (n - 1) / n}.get(run.collective, 1.0)  # fmt: skip
+                  Collective.ALL_TO_ALL: (n - 1) / n}.get(run.collective, 1.0)
         for size, t, b in zip(run.sizes, run.times_us, run.busbw_gbps, strict=True):
             want = size * factor / (t * 1e3)
             unit = 1.0 if t == int(t) and t > 1000 else 0.01
@@ -98,19 +98,19 @@ def test_the_real_data_sets_a_contradicted_run_apart():
 
 
 def run(sizes, busbw, *, nodes=2, gpus=8, times=None, env="", versions="", collective="all-reduce",
-        anomaly=None) -> dict:  # fmt: skip
+        anomaly=None) -> dict:
     r = {"collective": collective, "nodes": nodes, "gpus_per_node": gpus, "env": env,
          "versions": versions, "size_bytes": sizes, "busbw_gbps": busbw,
-         "time_us": times or []}  # fmt: skip
+         "time_us": times or []}
     if anomaly:
         r["anomaly"] = anomaly
     return r
 
 
 def write(tmp_path: Path, runs: list[dict], name: str = "synthetic",
-          cluster: str = 'preset = "dgx-a100"') -> Path:  # fmt: skip
+          cluster: str = 'preset = "dgx-a100"') -> Path:
     lines = ["[system]", f'name = "{name}"', 'source = "https://example.org/results"',
-             'citation = "a test"', "", "[cluster]", cluster]  # fmt: skip
+             'citation = "a test"', "", "[cluster]", cluster]
     for r in runs:
         lines += ["", "[[runs]]", *(f"{k} = {json.dumps(v)}" for k, v in r.items())]
     path = tmp_path / f"{name}.toml"
@@ -134,7 +134,7 @@ def test_a_run_contradicted_by_the_same_settings_is_set_apart(tmp_path):
 
 def test_a_smaller_gap_is_not_a_contradiction(tmp_path):
     assert set_apart(tmp_path, [run(SIZES, [100, 120, 150]), run(SIZES, [129.9, 150, 190])]) \
-        == ["", ""]  # fmt: skip
+        == ["", ""]
 
 
 def test_only_sizes_from_64_mib_count(tmp_path):
@@ -168,7 +168,7 @@ def test_only_runs_of_the_same_shape_and_nccl_settings_compare(tmp_path):
     ("versions", "apart"),
     [("NCCL 2.11.4", True), ("nccl-tests 2.13.9, NCCL 2.9.9", True), ("NCCL v2.7.8", True),
      ("NCCL 2.12.12", False), ("NCCL 2.26.2 (nccl-library=22602)", False), ("", False)],
-)  # fmt: skip
+)
 def test_nccl_older_than_2_12_is_set_apart(tmp_path, versions, apart):
     (why,) = set_apart(tmp_path, [run([8, 1024], [0.01, 1.0], nodes=1, versions=versions)])
     assert bool(why) is apart
@@ -181,9 +181,9 @@ def test_nccl_older_than_2_12_is_set_apart(tmp_path, versions, apart):
     # 8 x 200 Gb/s = 200 GB/s of NICs per node; a quarter is 50 (25 with 4 of 8 GPUs)
     [(2, 8, GiB, 40.0, True), (2, 8, GiB, 60.0, False), (2, 8, 512 * MiB, 40.0, False),
      (1, 8, GiB, 40.0, False), (2, 4, GiB, 30.0, False), (2, 4, GiB, 20.0, True)],
-)  # fmt: skip
+)
 def test_a_run_that_could_not_have_used_the_network_is_set_apart(tmp_path, nodes, gpus, top,
-                                                                  best, apart):  # fmt: skip
+                                                                  best, apart):
     (why,) = set_apart(tmp_path, [run([MiB, top], [best / 2, best], nodes=nodes, gpus=gpus)])
     assert bool(why) is apart
 
@@ -220,7 +220,7 @@ def test_a_file_without_a_cluster_is_refused(tmp_path):
 def test_errors_are_from_the_time_or_the_busbw_and_set_apart_runs_are_not_pooled(tmp_path):
     runs = [run([MiB, GiB], [10.0, 100.0], nodes=1, times=[100.0, 1000.0]),
             run([MiB, GiB], [20.0, 0.0], nodes=1, collective="all-gather"),
-            run([MiB], [1.0], nodes=1, versions="NCCL 2.8.4")]  # fmt: skip
+            run([MiB], [1.0], nodes=1, versions="NCCL 2.8.4")]
     (s,) = published.load(write(tmp_path, runs).parent)
 
     def predictor(cluster, r, size):  # 200 us per MiB-sized call, 500 us for 1 GiB

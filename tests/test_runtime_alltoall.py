@@ -25,7 +25,7 @@ def split_matrices(draw, max_n=6, max_block=30):
     n = draw(st.integers(1, max_n))
     size = st.one_of(st.just(0), st.integers(0, max_block))
     return Splits.of(draw(st.lists(st.lists(size, min_size=n, max_size=n), min_size=n,
-                                   max_size=n)))  # fmt: skip
+                                   max_size=n)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -44,7 +44,7 @@ def test_uneven_splits_match_the_reference_and_the_schedules_bytes(splits, slice
         ringtree.all_to_all_single(
             out, inputs[r].copy(), list(splits.received(r)), list(splits.sent(r)), group=t,
             slice_bytes=slice_bytes,
-        )  # fmt: skip
+        )
         return out, t.bytes_sent, t.bytes_received
 
     got = run_ranks(n, body)
@@ -118,7 +118,7 @@ def test_split_sizes_refuse_an_algorithm_that_forwards_blocks():
     def body(t: LocalTransport) -> None:
         n = t.size
         ringtree.all_to_all_single(np.empty(n), np.ones(n), [1] * n, [1] * n, group=t,
-                                   algorithm="bruck", check=False)  # fmt: skip
+                                   algorithm="bruck", check=False)
 
     with pytest.raises(RingtreeError, match="bruck all-to-all forwards other ranks' blocks"):
         run_ranks(4, body)
@@ -153,7 +153,7 @@ def test_new_split_sizes_are_checked_on_the_first_call_only_by_default():
             sent = [1 + (t.rank + k) % 2, 2]  # repeats on some ranks, not others
             out_sizes = [1 + (s + k) % 2 if t.rank == 0 else 2 for s in range(2)]
             ringtree.all_to_all_single(np.empty(sum(out_sizes)), np.ones(sum(sent)), out_sizes,
-                                       sent, group=t)  # fmt: skip
+                                       sent, group=t)
             counts.append(ctl.messages_sent)
         return counts
 

@@ -123,7 +123,7 @@ def test_async_handles_complete_in_call_order():
         (lambda t: ringtree.all_reduce([1, 2], group=t),
          "input must be a torch tensor or a numpy array, got list"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_a_one_line_error_before_any_message(call, expected):
     def body(t: LocalTransport) -> int:
         with pytest.raises(RingtreeError) as info:
@@ -180,7 +180,7 @@ def test_importing_ringtree_does_not_import_torch_or_mpi():
 
 def test_no_process_group_is_a_clear_error():
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMPI_", "PMI", "MASTER_", "TORCHELASTIC"))}  # fmt: skip
+           if not k.startswith(("OMPI_", "PMI", "MASTER_", "TORCHELASTIC"))}
     code = (
         "import numpy, ringtree\n"
         "try:\n    ringtree.all_reduce(numpy.ones(3))\n"
@@ -287,7 +287,7 @@ def test_calls_read_their_input_in_call_order_behind_async_calls():
         ringtree.scatter(got, src if t.rank == 0 else None, src=0, group=t)
         assert w.wait() and all(x.wait() for x in ws)
         return [gathered.tolist(), scattered.tolist(), [float(o[0]) for o in outs],
-                got.tolist()]  # fmt: skip
+                got.tolist()]
 
     for got in run_ranks(2, body):
         assert got == [[3.0] * 4, [6.0] * 2, [3.0, 3.0], [3.0]]
@@ -310,7 +310,7 @@ def test_calls_read_their_input_in_call_order_behind_async_calls():
         (lambda t: ringtree.broadcast(np.ones(4), src=7, group=t),
          "src=7 is not a rank of this group"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_argument_on_one_rank_fails_every_rank_now_and_the_group_stays_usable(bad, expected):
     good = {
         "all-gather": lambda t: ringtree.all_gather([np.empty(2), np.empty(2)], np.ones(2),
@@ -320,7 +320,7 @@ def test_a_bad_argument_on_one_rank_fails_every_rank_now_and_the_group_stays_usa
         "gather": lambda t: ringtree.gather(np.ones(2), [np.empty(2), np.empty(2)], dst=0,
                                             group=t),
         "broadcast": lambda t: ringtree.broadcast(np.ones(4), src=0, group=t),
-    }  # fmt: skip
+    }
     same = {
         "all-gather": "all-gather",
         "rows": "all-to-all",

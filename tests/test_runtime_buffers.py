@@ -55,7 +55,7 @@ def test_numpy_arrays_pass_as_they_are_or_flattened():
         (torch._neg_view(torch.ones(3)), "gloo", False, "or negated view"),
         ([1.0, 2.0], "gloo", False, "input must be a torch tensor or a numpy array, got list"),
     ],
-)  # fmt: skip
+)
 def test_what_cannot_be_a_view_is_a_one_line_error(buf, kind, writable, expected):
     with pytest.raises(RingtreeError) as info:
         flat(buf, "input", kind, writable)

@@ -18,7 +18,7 @@ from ringtree.runtime.groups import Group, Settings, nodes_of
     ((0, 2, 4, 6), 2, 1),        # one member on each of four nodes
     ((0, 2, 1, 3), 2, None),     # a node's members are not consecutive in the group
     ((0, 1, 2, 3), None, None),  # no launcher: unknown
-])  # fmt: skip
+])
 def test_ranks_per_node_from_the_launcher_layout(ranks, local, want):
     assert nodes_of(ranks, local) == want
 
@@ -36,7 +36,7 @@ def test_roots_are_global_ranks_or_group_ranks_as_in_torch():
     g = group((1, 2, 3))
     assert g.root(2, None, "src") == 1 and g.root(None, 2, "src") == 2
     with pytest.raises(RingtreeError, match=r"^src=0 is not a rank of this group: its global "
-                       r"ranks are 1..3 \(use group_src="):  # fmt: skip
+                       r"ranks are 1..3 \(use group_src="):
         g.root(0, None, "src")
     with pytest.raises(RingtreeError, match="give src= or group_src=, not both"):
         g.root(1, 0, "src")

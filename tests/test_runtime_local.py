@@ -30,14 +30,14 @@ def rpn_for(col: Collective, alg: str, n: int) -> int | None:
     st.sampled_from(PAIRS), st.integers(1, 6), st.integers(0, 300), st.sampled_from(list(ReduceOp)),
     st.sampled_from(DTYPES), st.integers(0, 5), st.sampled_from([8, 64, 1 << 20]),
     st.integers(0, 2**31),
-)  # fmt: skip
+)
 def test_every_algorithm_matches_the_reference(pair, n, count, op, dtype, root, sb, seed):
     col, alg = pair
     root %= n
     count = engine_count(col, count, n)
     inputs = make_inputs(col, n, count, dtype, op, seed)
     got = run_local(col, inputs, algorithm=alg, op=op, root=root, slice_bytes=sb,
-                    ranks_per_node=rpn_for(col, alg, n))  # fmt: skip
+                    ranks_per_node=rpn_for(col, alg, n))
     assert_results_equal(got, reference(col, inputs, op, root), dtype)
 
 
@@ -45,9 +45,9 @@ def test_every_algorithm_matches_the_reference(pair, n, count, op, dtype, root, 
 @given(
     st.sampled_from(PAIRS), st.integers(2, 6), st.integers(0, 300), st.sampled_from(list(ReduceOp)),
     st.sampled_from([8, 64, 1 << 20]), st.integers(0, 5), st.integers(0, 2**31),
-)  # fmt: skip
+)
 def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, op, sb, root,
-                                                               seed):  # fmt: skip
+                                                               seed):
     """Every landing over data sent in an earlier step goes in place (after that send), as
     messages of 1 MiB and up do, on the rendezvous transport: same results, no deadlock."""
     col, alg = pair
@@ -55,7 +55,7 @@ def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, o
     inputs = make_inputs(col, n, count, "float64", op, seed)
     with patch.object(program, "IN_PLACE_MIN_BYTES", 0):
         got = run_local(col, inputs, algorithm=alg, op=op, root=root % n, slice_bytes=sb,
-                        ranks_per_node=rpn_for(col, alg, n))  # fmt: skip
+                        ranks_per_node=rpn_for(col, alg, n))
     assert_results_equal(got, reference(col, inputs, op, root % n), "float64")
 
 
@@ -72,7 +72,7 @@ def test_executor_agrees_with_the_simulator_bit_for_bit(col, alg):
     s = build(col, alg, n, root=2, ranks_per_node=rpn_for(col, alg, n))
     want = simulate(s, inputs, ReduceOp.SUM)
     got = run_local(col, inputs, algorithm=alg, root=2, slice_bytes=256,
-                    ranks_per_node=rpn_for(col, alg, n), n_chunks=s.n_chunks)  # fmt: skip
+                    ranks_per_node=rpn_for(col, alg, n), n_chunks=s.n_chunks)
     for g, w in zip(got, want, strict=True):
         if w is not None and g is not None:
             np.testing.assert_array_equal(g, w)
@@ -87,7 +87,7 @@ def test_transport_bytes_equal_schedule_bytes(col, alg, n):
         x = make_input(col, count, "float64", ReduceOp.SUM, t.rank, n)
         x, out = call_buffers(col, x, count, n, t.rank, n - 1)
         api.collective(col, x, out, "sum", n - 1, t, algorithm=alg, timeout=10, check=False,
-                       ranks_per_node=rpn_for(col, alg, n), slice_bytes=512)  # fmt: skip
+                       ranks_per_node=rpn_for(col, alg, n), slice_bytes=512)
         return t.bytes_sent, t.bytes_received
 
     counted = run_ranks(n, body)
@@ -171,7 +171,7 @@ def test_grouped_engines_run_step_by_step_with_the_same_results(col, alg):
         g = Grouped(t.world, t.rank)
         x, out = call_buffers(col, inputs[t.rank].copy(), count, n, t.rank, 1)
         api.collective(col, x, out, "sum", 1, g, algorithm=alg, timeout=10, check=False,
-                       ranks_per_node=rpn, slice_bytes=64)  # fmt: skip
+                       ranks_per_node=rpn, slice_bytes=64)
         return (x if out is None else out), g.bytes_sent
 
     got = run_ranks(n, body)

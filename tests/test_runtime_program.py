@@ -32,7 +32,7 @@ def every_schedule(n: int):
 
 
 @given(st.integers(0, 5000), st.integers(0, 5000), st.sampled_from([1, 2, 4, 8]),
-       st.integers(1, 1 << 16))  # fmt: skip
+       st.integers(1, 1 << 16))
 def test_slices_cover_the_range_in_order(lo, length, itemsize, slice_bytes):
     hi = lo + length
     cuts = slice_bounds(lo, hi, itemsize, slice_bytes)
@@ -72,13 +72,13 @@ def messages(ops):  # noqa: ANN001, ANN201
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 9), st.integers(0, 3000), st.sampled_from([4, 64, 1000, 1 << 22]),
-       st.sampled_from([1, 4]), st.data())  # fmt: skip
+       st.sampled_from([1, 4]), st.data())
 def test_sender_and_receiver_cut_every_message_the_same_way(n, count, slice_bytes, itemsize,
-                                                            data):  # fmt: skip
+                                                            data):
     s = data.draw(st.sampled_from(list(every_schedule(n))))
     in_place = s.collective is not Collective.REDUCE_SCATTER
     progs = [compile_program(s, r, count, itemsize, in_place=in_place, slice_bytes=slice_bytes)
-             for r in range(n)]  # fmt: skip
+             for r in range(n)]
     for a in range(n):
         for b in range(n):
             sent = [(op.step, size(op.post)) for _, op in messages(progs[a].sends) if op.peer == b]
@@ -95,7 +95,7 @@ def test_recursive_halving_sends_each_half_as_one_message():
     prog = compile_program(s, 0, 8000, 4, in_place=False)
     assert [(op.step, size(op.post)) for _, op in messages(prog.sends)] == [
         (0, 4000), (1, 2000), (2, 1000)
-    ]  # fmt: skip
+    ]
     assert len(prog.sends) == 4 + 2 + 1  # one part per chunk, three messages
 
 
@@ -105,16 +105,16 @@ def test_scratch_slots_are_disjoint_and_counted():
         s, 1, 1003, 4, in_place=True, slice_bytes=100, in_place_min_bytes=math.inf
     )
     slots = sorted([(op.land[1], op.land[2]) for op in prog.recvs if op.land[0] == SCRATCH]
-                   + [(op.post[1], op.post[2]) for op in prog.sends if op.pack])  # fmt: skip
+                   + [(op.post[1], op.post[2]) for op in prog.sends if op.pack])
     assert all(a[1] <= b[0] for a, b in zip(slots, slots[1:], strict=False))
     assert prog.scratch_elems == sum(b - a for a, b in slots)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 9), st.integers(0, 3000), st.sampled_from([4, 64, 1000, 1 << 22]),
-       st.sampled_from(["ring", "tree", "dbtree", "recursive", "rabenseifner"]))  # fmt: skip
+       st.sampled_from(["ring", "tree", "dbtree", "recursive", "rabenseifner"]))
 def test_in_place_all_reduce_recycles_landing_slots_only_once_applied(n, count, slice_bytes,
-                                                                      alg):  # fmt: skip
+                                                                      alg):
     """Reduced messages land in RING_SLOTS recycled slots: a message is posted into a slot
     only after every earlier message that landed there has been applied, and the partial
     sums go to the tensor itself, so no send ever reads a recycled slot."""
@@ -216,9 +216,9 @@ IN_PLACE = (Collective.ALL_REDUCE, Collective.BROADCAST, Collective.REDUCE)
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(2, 6), st.integers(0, 3000), st.sampled_from([64, 4096, 1 << 20]),
-       st.sampled_from([0, None, math.inf]))  # fmt: skip
+       st.sampled_from([0, None, math.inf]))
 def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, slice_bytes,
-                                                                     in_place_from):  # fmt: skip
+                                                                     in_place_from):
     from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, STEP_DONE, WAIT
 
     for s in every_schedule(n):
@@ -226,7 +226,7 @@ def test_the_tape_posts_waits_and_applies_every_message_once_in_order(n, count, 
             prog = compile_program(
                 s, rank, count, 4, in_place=s.collective in IN_PLACE, slice_bytes=slice_bytes,
                 in_place_min_bytes=in_place_from,
-            )  # fmt: skip
+            )
             at = {code: {} for code in (RECV, SEND, "wait recv", "wait send")}
             applied, steps_done = [], []
             for k, ins in enumerate(prog.tape):

@@ -38,7 +38,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
         rec = Recorder(rank=t.rank)
         api.collective(col, x, out, "sum", n - 1, g, algorithm=alg, timeout=10, check=False,
                        ranks_per_node=rpn_for(col, alg, n), slice_bytes=slice_bytes,
-                       recorder=rec)  # fmt: skip
+                       recorder=rec)
         return rec.events, g.bytes_sent, g.bytes_received
 
     return run_ranks(n, body)
@@ -47,7 +47,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
 @given(
     st.sampled_from(PAIRS), st.integers(1, 5), st.integers(0, 200), st.sampled_from([8, 64, 4096]),
     st.booleans(),
-)  # fmt: skip
+)
 def test_events_are_the_schedules_transfers(pair, n, count, slice_bytes, grouped):
     col, alg = pair
     count = engine_count(col, count, n)
@@ -98,7 +98,7 @@ def test_no_recorder_no_events_and_same_result():
         rec = Recorder(rank=t.rank)
         for buf, r in ((a, None), (b, rec)):
             api.all_reduce(buf, "sum", t, algorithm="ring", timeout=10, check=False,
-                           recorder=r)  # fmt: skip
+                           recorder=r)
         return a, b, len(rec.events)
 
     for a, b, n_events in run_ranks(2, body):

@@ -41,7 +41,7 @@ def test_counting_uneven_chunks():
     s = Schedule(
         Collective.ALL_REDUCE, "t", 2, 2,
         (Step((Transfer(0, 1, 0), Transfer(1, 0, 1))), Step((Transfer(0, 1, 1),))),
-    )  # fmt: skip
+    )
     # 5 elements of 4 bytes: chunks 3 and 2
     assert s.bytes_sent(0, 5, 4) == (3 + 2) * 4
     assert s.bytes_received(0, 5, 4) == 2 * 4

@@ -35,7 +35,7 @@ def brute_force(collective, n, size, link, itemsize=4):
             predict(collective, alg, n, size, link, itemsize=itemsize,
                     spec=BuildSpec(n_chunks=c)).time_s
             for c in chunks
-        ]  # fmt: skip
+        ]
         best[alg] = min(times)
     return best
 
@@ -91,7 +91,7 @@ def test_on_one_machine_ties_go_to_the_fewest_steps():
     assert tree.prediction.steps == 2 and rec.prediction.steps == 1
     assert c.algorithm == "recursive"
     forced = choose("all-reduce", 2, 4 << 20, link, itemsize=4,
-                    env={"RINGTREE_ALGO": "tree,recursive"})  # fmt: skip
+                    env={"RINGTREE_ALGO": "tree,recursive"})
     assert forced.algorithm == "recursive"  # the same rule among the allowed ones
 
 
@@ -123,7 +123,7 @@ def test_environment_forces_the_algorithm():
     assert rec["forced"] and rec["auto_algorithm"] == "ring" and rec["n_chunks"] >= 1
     # a list restricts the choice, as NCCL_ALGO=ring,tree does
     r = choose("all-reduce", 64, 4096, get_link("ib-hdr"), itemsize=4,
-               env={"RINGTREE_ALGO": "ring, tree"})  # fmt: skip
+               env={"RINGTREE_ALGO": "ring, tree"})
     assert r.algorithm == "tree" and r.forced
     # names the collective lacks are ignored if another one applies
     g = choose("all-gather", 8, 10**6, nv, itemsize=4, env={"RINGTREE_ALGO": "tree,ring"})
@@ -146,7 +146,7 @@ def test_bad_environment(collective, value, says):
 def test_hierarchical_wins_on_two_levels():
     links = {INTRA: get_link("nvlink4"), INTER: get_link("ib-hdr")}
     c = choose("all-reduce", 32, 10**9, links, itemsize=4, spec=BuildSpec(ranks_per_node=8),
-               env=NO_ENV)  # fmt: skip
+               env=NO_ENV)
     assert c.algorithm == "hierarchical"
     flat = choose("all-reduce", 32, 10**9, links, itemsize=4, env=NO_ENV)
     assert "hierarchical" in flat.skipped and flat.algorithm != "hierarchical"

@@ -103,7 +103,7 @@ def test_ring_all_reduce_timeline_by_hand():
     assert max(e["ts"] + e["dur"] for e in xs) == pytest.approx(3 * 11.1 + 3 * 11.0)
     rank1 = sorted((e["ts"], e["dur"], e["name"]) for e in xs if e["tid"] == 1)
     assert rank1[:3] == [(0.0, 11.0, "recv c0 ← r0"), (0.0, 11.0, "send c1 → r2"),
-                         (11.0, 0.1, "reduce c0")]  # fmt: skip
+                         (11.0, 0.1, "reduce c0")]
     step4 = [e for e in xs if e["args"]["step"] == 4]
     assert {e["ts"] for e in step4} == {33.3}  # times are whole nanoseconds
     assert {e["args"]["phase"] for e in step4} == {"all-gather"}
@@ -115,7 +115,7 @@ def test_messages_sharing_a_link_split_it_fairly():
     s = Schedule(
         Collective.BROADCAST, "custom", 3, 2,
         (Step((Transfer(0, 1, 0), Transfer(0, 2, 1))),), root=0,
-    )  # fmt: skip
+    )
     ev = predicted_events(s, 3, 4, Link("slow", bandwidth_Bps=4.0, alpha_s=1.0))
     sends = {e.chunk: (e.bytes, e.t_start_s, e.t_end_s) for e in ev if e.kind == "send"}
     assert sends == {0: (8, 0.0, 4.0), 1: (4, 0.0, 3.0)}
@@ -135,7 +135,7 @@ def test_measured_events_start_at_zero_and_overlaps_get_a_second_lane():
     trace = to_chrome_trace(events, run="measured: gloo", pid=1, metadata={"host": "h"})
     assert trace["otherData"] == {"host": "h"}
     names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "thread_name"}  # fmt: skip
+             if e["ph"] == "M" and e["name"] == "thread_name"}
     # rank 0's recv starts during its send and outlasts it: a second lane (tid 0 + 1 * 2)
     assert names == {0: "rank 0", 1: "rank 1", 2: "rank 0 (lane 1)"}
     got = {(e["tid"], e["name"]): (e["ts"], e["dur"]) for e in slices(trace)}

@@ -70,7 +70,7 @@ def dump_dom(url, profile):
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", f"--user-data-dir={profile}", "--dump-dom", url],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         out, _ = proc.communicate(timeout=90)
     finally:

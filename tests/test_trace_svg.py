@@ -41,7 +41,7 @@ def rank_boxes(panel):
             rects = cell.findall("svg:rect", NS)
             full = float(rects[0].get("height"))
             filled = float(rects[1].get("height")) if len(rects) > 1 and rects[1].get(
-                "fill") != "none" else 0.0  # fmt: skip
+                "fill") != "none" else 0.0
             fills[rank].append(filled / full)
     return where, fills
 

@@ -31,7 +31,7 @@ def test_doctests():
     "text, seconds",
     [("200ms", 0.2), ("1.5s", 1.5), ("5us", 5e-6), ("5µs", 5e-6), ("100ns", 1e-7),
      ("2min", 120), ("3h", 10800), ("0.25", 0.25), (" 1 ms ", 1e-3), ("1e3us", 1e-3)],
-)  # fmt: skip
+)
 def test_parse_time(text, seconds):
     assert parse_time(text) == pytest.approx(seconds, rel=1e-12)
 
@@ -41,7 +41,7 @@ def test_parse_time(text, seconds):
     [("900GB/s", 900e9), ("450 GB/s", 450e9), ("200Gb/s", 25e9), ("100Gbps", 12.5e9),
      ("1.25GB/s", 1.25e9), ("12GiB/s", 12 * 2**30), ("10Gbit/s", 1.25e9), ("64MB/s", 64e6),
      ("1000", 1000.0), ("2.8 GB/s", 2.8e9)],
-)  # fmt: skip
+)
 def test_parse_bandwidth(text, bps):
     assert parse_bandwidth(text) == pytest.approx(bps, rel=1e-12)
 
@@ -50,7 +50,7 @@ def test_parse_bandwidth(text, bps):
     "text, count",
     [("7e9", 7 * 10**9), ("7B", 7 * 10**9), ("500k", 500_000), ("1.5M", 1_500_000),
      ("175b", 175 * 10**9), ("1.2T", 1_200_000_000_000), ("123", 123), (64, 64)],
-)  # fmt: skip
+)
 def test_parse_params(text, count):
     assert parse_params(text) == count
 
@@ -90,7 +90,7 @@ def test_bits_are_an_eighth_of_bytes(n, unit):
     "x, rounded",
     [(437.5, 440), (22.4, 22), (1.12, 1.12), (31.111, 31), (179.2, 180), (1.944e-7, 1.9e-7),
      (2.074e-3, 2.1e-3), (15.556, 16), (560, 560), (1.234, 1.2), (0, 0)],
-)  # fmt: skip
+)
 def test_figure_rounds_the_seeds_way(x, rounded):
     assert figure(x) == pytest.approx(rounded, rel=1e-12)
 
@@ -134,7 +134,7 @@ def test_format_bandwidth_and_params():
     assert format_bandwidth(130e6) == "130 MB/s"
     assert [format_params(n) for n in (7 * 10**9, 500_000, 1_500_000, 12)] == [
         "7B", "500k", "1.5M", "12"
-    ]  # fmt: skip
+    ]
 
 
 @given(st.floats(min_value=1e-9, max_value=1e6, allow_nan=False))

@@ -16,7 +16,7 @@ from ringtree.schedule import Action, Schedule, Step, Transfer
 _ENGINE = {
     "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all_single",
     "all_to_all", "gather", "scatter", "barrier", "Work", "transport_for",
-}  # fmt: skip
+}
 _RECORDS = {"Recorder", "CallRecord", "TraceEvent"}
 _ERRORS = {"PeerError", "MismatchError"}
 

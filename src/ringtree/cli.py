@@ -24,7 +24,7 @@ from ringtree.errors import RingtreeError
 COMMANDS = [
     "trace", "demo", "run", "cost", "links", "clusters", "crossover", "plan", "lab", "bench",
     "calibrate", "validate",
-]  # fmt: skip
+]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -162,7 +162,7 @@ def bus_factor(collective: Collective, n: int) -> float:
     if collective is Collective.ALL_REDUCE:
         return 2 * (n - 1) / n
     if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL,
-                      Collective.GATHER, Collective.SCATTER):  # fmt: skip
+                      Collective.GATHER, Collective.SCATTER):
         return (n - 1) / n
     return 0.0 if collective is Collective.BARRIER else 1.0
 

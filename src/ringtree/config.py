@@ -116,7 +116,7 @@ VARIABLES: dict[str, Variable] = {
         Variable("RINGTREE_DEBUG_FILE", "", "a path; %h is the host, %p the process id",
                  _text, "where RINGTREE_DEBUG writes (default: standard error)"),
     )
-}  # fmt: skip
+}
 
 
 def read(name: str, env: Mapping[str, str] | None = None) -> Any:

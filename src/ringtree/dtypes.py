@@ -16,7 +16,7 @@ ITEMSIZE = {
     "float8_e4m3": 1, "float8_e5m2": 1,
     "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
     "complex64": 8, "complex128": 16,
-}  # fmt: skip
+}
 ALIASES = {
     "fp64": "float64", "double": "float64",
     "fp32": "float32", "float": "float32", "tf32": "float32",
@@ -24,7 +24,7 @@ ALIASES = {
     "bf16": "bfloat16",
     "fp8": "float8_e4m3", "e4m3": "float8_e4m3", "e5m2": "float8_e5m2",
     "int": "int32",
-}  # fmt: skip
+}
 
 
 def canonical(name: str, offered: Sequence[str] | None = None, where: str = "") -> str:

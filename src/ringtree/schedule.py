@@ -251,7 +251,7 @@ def _validate(s: Schedule) -> None:
         raise ScheduleError(f"root {s.root} is not a rank of 0..{s.n_ranks - 1}")
     blocks = {Collective.ALL_TO_ALL: s.n_ranks**2, Collective.REDUCE_SCATTER: s.n_ranks,
               Collective.ALL_GATHER: s.n_ranks, Collective.GATHER: s.n_ranks,
-              Collective.SCATTER: s.n_ranks}.get(s.collective)  # fmt: skip
+              Collective.SCATTER: s.n_ranks}.get(s.collective)
     if blocks is not None and s.n_blocks != blocks:
         raise ScheduleError(
             f"a {s.collective.value} schedule on {s.n_ranks} ranks has {blocks} blocks, "

@@ -25,7 +25,7 @@ _SIZE_UNITS = {
     "t": 10**12, "tb": 10**12,
     "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
     "ti": 2**40, "tib": 2**40,
-}  # fmt: skip
+}
 #: The largest size (and parameter count) anything takes: 2**60 bytes, 1 EiB (about 1.15e18 B).
 #: Byte counts stay exact in 64-bit integers with room for what schedules multiply them by (an
 #: all-reduce sends 2(N-1)/N S per rank), and no buffer comes near it.
@@ -123,7 +123,7 @@ def _number_unit(text: str, what: str, accepted: str) -> tuple[float, str]:
 _TIME_UNITS = {
     "": (1, 1), "s": (1, 1), "sec": (1, 1), "ms": (1, 10**3), "us": (1, 10**6),
     "\u00b5s": (1, 10**6), "ns": (1, 10**9), "min": (60, 1), "h": (3600, 1),
-}  # fmt: skip
+}
 
 
 def parse_time(text: str) -> float:
@@ -141,7 +141,7 @@ def parse_time(text: str) -> float:
 
 
 _BYTE_PREFIX = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-                "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}  # fmt: skip
+                "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _BANDWIDTH_UNIT = re.compile(r"^(K|M|G|T|Ki|Mi|Gi|Ti|k)?(B|b|bit|bits)?(/s|ps)$")
 
 

@@ -52,4 +52,4 @@ def bruck_all_to_all(n_ranks: int) -> Schedule:
 register(
     Algorithm(Collective.ALL_TO_ALL, "bruck", lambda n, s: bruck_all_to_all(n),
               source="Bruck, Ho, Kipnis, Upfal & Weathersby 1997 (IEEE TPDS 8(11))"),
-)  # fmt: skip
+)

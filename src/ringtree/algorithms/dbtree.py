@@ -136,4 +136,4 @@ register(
     Algorithm(Collective.ALL_REDUCE, "dbtree", lambda n, s: dbtree_all_reduce(n, n_chunks=s.chunks),
               default_chunks=DEFAULT_PIPELINE_CHUNKS,
               source="Sanders, Speck & Traeff 2009; NCCL 2.4 ncclGetDtree"),
-)  # fmt: skip
+)

@@ -34,4 +34,4 @@ def dissemination_barrier(n_ranks: int) -> Schedule:
 register(
     Algorithm(Collective.BARRIER, "dissemination", lambda n, s: dissemination_barrier(n),
               source="Hensgen, Finkel & Manber 1988 (IJPP 17(1))"),
-)  # fmt: skip
+)

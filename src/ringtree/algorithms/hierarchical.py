@@ -110,7 +110,7 @@ def _group_ring(m: int, g: int, shift: int, action: Action, phase: str) -> Rows:
         ([Transfer(x * g + loc, x * g + (loc + 1) % g, xx * g + (loc - k + shift) % g, action)
           for x in range(m) for loc in range(g) for xx in range(m)], phase)
         for k in range(g - 1)
-    ]  # fmt: skip
+    ]
 
 
 def _block_ring(m: int, g: int, shift: int, action: Action, phase: str) -> Rows:
@@ -120,7 +120,7 @@ def _block_ring(m: int, g: int, shift: int, action: Action, phase: str) -> Rows:
         ([Transfer(x * g + loc, (x + 1) % m * g + loc, (x - k + shift) % m * g + loc, action)
           for x in range(m) for loc in range(g)], phase)
         for k in range(m - 1)
-    ]  # fmt: skip
+    ]
 
 
 def hierarchical_reduce_scatter(n_ranks: int, ranks_per_node: int | None) -> Schedule:
@@ -143,7 +143,7 @@ def hierarchical_reduce_scatter(n_ranks: int, ranks_per_node: int | None) -> Sch
     return Schedule(
         Collective.REDUCE_SCATTER, "hierarchical", n_ranks, n_ranks, make_steps(rows),
         n_blocks=n_ranks, ranks_per_node=g,
-    )  # fmt: skip
+    )
 
 
 def hierarchical_all_gather(n_ranks: int, ranks_per_node: int | None) -> Schedule:
@@ -161,7 +161,7 @@ def hierarchical_all_gather(n_ranks: int, ranks_per_node: int | None) -> Schedul
     return Schedule(
         Collective.ALL_GATHER, "hierarchical", n_ranks, n_ranks, make_steps(rows),
         n_blocks=n_ranks, ranks_per_node=g,
-    )  # fmt: skip
+    )
 
 
 def hierarchical_all_to_all(n_ranks: int, ranks_per_node: int | None) -> Schedule:
@@ -190,16 +190,16 @@ def hierarchical_all_to_all(n_ranks: int, ranks_per_node: int | None) -> Schedul
         rows.append(([Transfer(x * g + loc, x * g + (loc + k) % g,
                                (x * g + loc) * n + y * g + (loc + k) % g)
                       for x in range(m) for loc in range(g) for y in range(m)],
-                     "intra all-to-all"))  # fmt: skip
+                     "intra all-to-all"))
     for k in range(1, m):
         rows.append(([Transfer(x * g + loc, (x + k) % m * g + loc,
                                (x * g + other) * n + (x + k) % m * g + loc)
                       for x in range(m) for loc in range(g) for other in range(g)],
-                     "inter all-to-all"))  # fmt: skip
+                     "inter all-to-all"))
     return Schedule(
         Collective.ALL_TO_ALL, "hierarchical", n, n * n, make_steps(rows), n_blocks=n * n,
         ranks_per_node=g,
-    )  # fmt: skip
+    )
 
 
 # -- registry entries (sources: the module docstring) --------------------------------------
@@ -218,4 +218,4 @@ register(
     Algorithm(_C.ALL_TO_ALL, "hierarchical",
               lambda n, s: hierarchical_all_to_all(n, s.ranks_per_node), needs_nodes=True,
               source="NCCL 2.12's PXN (NVIDIA 2022)"),
-)  # fmt: skip
+)

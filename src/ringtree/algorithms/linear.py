@@ -46,7 +46,7 @@ def linear_all_to_all(n_ranks: int) -> Schedule:
     """One step: every rank s sends block (s, d) to every rank d != s (chunk s N + d)."""
     n = n_ranks
     rows = [([Transfer(s, d, s * n + d) for s in range(n) for d in range(n) if d != s],
-             "all-to-all")]  # fmt: skip
+             "all-to-all")]
     return Schedule(Collective.ALL_TO_ALL, "linear", n, n * n, make_steps(rows), n_blocks=n * n)
 
 
@@ -60,4 +60,4 @@ register(
     Algorithm(Collective.ALL_TO_ALL, "linear", lambda n, s: linear_all_to_all(n),
               source="Thakur, Rabenseifner & Gropp 2005, section 5 (MPICH's medium messages); "
               "NCCL's and gloo's all-to-all"),
-)  # fmt: skip
+)

@@ -78,4 +78,4 @@ register(
     Algorithm(_C.ALL_GATHER, "pairwise", lambda n, s: pairwise_all_gather(n), source=_PAIRWISE),
     Algorithm(_C.ALL_REDUCE, "pairwise", lambda n, s: pairwise_all_reduce(n), source=_PAIRWISE),
     Algorithm(_C.ALL_TO_ALL, "pairwise", lambda n, s: pairwise_all_to_all(n), source=_PAIRWISE),
-)  # fmt: skip
+)

@@ -204,4 +204,4 @@ register(
               power_of_two=True, source=_MPICH + " (recursive doubling)"),
     Algorithm(_C.ALL_REDUCE, "rabenseifner", lambda n, s: rabenseifner_all_reduce(n, fold=s.fold),
               power_of_two=True, source="Rabenseifner 2004"),
-)  # fmt: skip
+)

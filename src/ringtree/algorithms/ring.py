@@ -117,4 +117,4 @@ register(
               default_chunks=_PIPE, source=_CHAIN),
     Algorithm(_C.REDUCE, "ring", lambda n, s: ring_reduce(n, root=s.root, n_chunks=s.chunks),
               default_chunks=_PIPE, source=_CHAIN),
-)  # fmt: skip
+)

@@ -118,7 +118,7 @@ def _subtrees(n_ranks: int) -> list[list[tuple[int, int, list[int]]]]:
     for k in range(ceil_log2(n_ranks)):
         w = 1 << k
         out.append([(v, v - w, list(range(v, min(v + w, n_ranks))))
-                    for v in range(w, n_ranks, 2 * w)])  # fmt: skip
+                    for v in range(w, n_ranks, 2 * w)])
     return out
 
 
@@ -131,7 +131,7 @@ def tree_gather(n_ranks: int, *, root: int = 0) -> Schedule:
         return (v + root) % n
 
     rows = (([Transfer(a(v), a(p), a(b)) for v, p, blocks in level for b in blocks], "gather")
-            for level in _subtrees(n))  # fmt: skip
+            for level in _subtrees(n))
     return Schedule(Collective.GATHER, "tree", n, n, make_steps(rows), root=root, n_blocks=n)
 
 
@@ -144,7 +144,7 @@ def tree_scatter(n_ranks: int, *, root: int = 0) -> Schedule:
         return (v + root) % n
 
     rows = (([Transfer(a(p), a(v), a(b)) for v, p, blocks in level for b in blocks], "scatter")
-            for level in reversed(_subtrees(n)))  # fmt: skip
+            for level in reversed(_subtrees(n)))
     return Schedule(Collective.SCATTER, "tree", n, n, make_steps(rows), root=root, n_blocks=n)
 
 
@@ -160,4 +160,4 @@ register(
               default_chunks=DEFAULT_PIPELINE_CHUNKS, source=_BINOMIAL),
     Algorithm(_C.GATHER, "tree", lambda n, s: tree_gather(n, root=s.root), source=_BINOMIAL),
     Algorithm(_C.SCATTER, "tree", lambda n, s: tree_scatter(n, root=s.root), source=_BINOMIAL),
-)  # fmt: skip
+)

@@ -32,7 +32,7 @@ FIT_SYSTEMS = frozenset({
     "alcf-sophia-dgx-a100-alcf-nccl-tests",  # 2 DGX A100 nodes over HDR InfiniBand
     "aws-p5-eks-keitaw-nccl-test",  # 2 H100 nodes over EFA
     "gcp-a3mega-tcpxo-lessizzmore",  # 2 H100 nodes over GPUDirect-TCPXO
-})  # fmt: skip
+})
 #: Only sizes up to this are used to calibrate a latency (larger ones measure bandwidth).
 CALIBRATION_MAX_BYTES = 1 << 20
 
@@ -43,12 +43,12 @@ def predictor(params: timing.Params = timing.DEFAULT) -> Predictor:
 
     def predict(cluster: Cluster, run: Run, size: int) -> tuple[float, str]:
         key = (cluster, run.collective, run.nodes, run.gpus_per_node,
-               tuple(sorted(run.env.items())))  # fmt: skip
+               tuple(sorted(run.env.items())))
         if key not in cache:
             topo = topology(cluster, run.nodes, run.gpus_per_node)
             settings = tuner.Settings.for_cluster(cluster, run.env)
             entries = (tuner.table(run.collective, topo, settings)
-                       if run.collective in tuner.NCCL_COLLECTIVES else None)  # fmt: skip
+                       if run.collective in tuner.NCCL_COLLECTIVES else None)
             cache[key] = (topo, settings, entries)
         topo, settings, entries = cache[key]
         call = timing.predict_on(run.collective, size, topo, settings, params, entries)
@@ -74,7 +74,7 @@ def calibration_point(system: System) -> tuple[Run, tuple[int, ...], float] | No
         times = run.times_us or tuple(
             s * bus_factor(run.collective, run.n_ranks) / (b * 1e3) if b > 0 else math.inf
             for s, b in zip(run.sizes, run.busbw_gbps, strict=True)
-        )  # fmt: skip
+        )
         pairs = [(s, t) for s, t in zip(run.sizes, times, strict=True) if math.isfinite(t)]
         if not pairs:
             continue
@@ -107,7 +107,7 @@ def calibrate(system: System, params: timing.Params = timing.DEFAULT) -> System:
 
 
 def score(systems: list[System], params: timing.Params = timing.DEFAULT,
-          calibrated: bool = True) -> tuple[Score, Score, Score, list[Point]]:  # fmt: skip
+          calibrated: bool = True) -> tuple[Score, Score, Score, list[Point]]:
     """(all, fit set, check set) scores and every point, after calibration if asked."""
     every, fit, check = Score(), Score(), Score()
     scored: list[Point] = []

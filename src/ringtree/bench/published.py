@@ -43,9 +43,9 @@ from ringtree.errors import RingtreeError
 
 #: Size bands the error is reported by (bytes): latency-bound, the middle, the plateau.
 BANDS = (("< 64 KiB", 0, 64 * 2**10), ("64 KiB - 64 MiB", 64 * 2**10, 64 * 2**20),
-         (">= 64 MiB", 64 * 2**20, math.inf))  # fmt: skip
+         (">= 64 MiB", 64 * 2**20, math.inf))
 NCCL_VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
-                  "NCCL_PAT_ENABLE")  # fmt: skip
+                  "NCCL_PAT_ENABLE")
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,9 @@ def load_system(path: Path) -> System:
             anomaly=str(r.get("anomaly", "")),
             nccl_algorithm=tuple(r.get("nccl_algorithm", ())),
             nccl_protocol=tuple(r.get("nccl_protocol", ())),
-        ))  # fmt: skip
+        ))
     return System(str(s.get("name", path.stem)), str(s.get("source", "")),
-                  str(s.get("citation", "")), cluster, tuple(runs), path)  # fmt: skip
+                  str(s.get("citation", "")), cluster, tuple(runs), path)
 
 
 def load(folder: Path) -> list[System]:
@@ -141,13 +141,13 @@ def anomalies(system: System) -> dict[int, str]:
         mine = dict(zip(run.sizes, run.busbw_gbps, strict=True))
         for other in system.runs:
             if other is run or (other.collective, other.nodes, other.gpus_per_node, other.env) != (
-                run.collective, run.nodes, run.gpus_per_node, run.env):  # fmt: skip
+                run.collective, run.nodes, run.gpus_per_node, run.env):
                 continue
             for size, b in zip(other.sizes, other.busbw_gbps, strict=True):
                 if size >= 64 * 2**20 and size in mine and b >= CONTRADICTED_BY * mine[size] > 0:
                     shape = f"{run.nodes}x{run.gpus_per_node} {run.collective.value}"
                     out[i] = (f"another run of {shape} reaches {b:g} GB/s busbw at {size} B, "
-                              f"this one {mine[size]:g}")  # fmt: skip
+                              f"this one {mine[size]:g}")
                     break
             if i in out:
                 break
@@ -166,7 +166,7 @@ def anomalies(system: System) -> dict[int, str]:
             line_rate = line_rate / g * (n - 1) / max(n - g, 1)
         best = max(run.busbw_gbps, default=0.0)
         if (i not in out and run.nodes > 1 and max(run.sizes) >= 2**30
-                and best < MIN_NETWORK_SHARE * line_rate):  # fmt: skip
+                and best < MIN_NETWORK_SHARE * line_rate):
             out[i] = (
                 f"best busbw {best:g} GB/s is under a quarter of the {line_rate:g} GB/s of "
                 "NICs each node is described with: the run did not use that network"
@@ -179,7 +179,7 @@ def _marked(system: System) -> System:
     if not found:
         return system
     runs = tuple(replace(r, anomaly=found[i]) if i in found else r
-                 for i, r in enumerate(system.runs))  # fmt: skip
+                 for i, r in enumerate(system.runs))
     return replace(system, runs=runs)
 
 
@@ -217,7 +217,7 @@ Predictor = Callable[[Cluster, Run, int], tuple[float, str] | None]
 
 
 def points(systems: list[System], predict: Predictor,
-           skip: Callable[[Run, int], bool] | None = None) -> Iterator[Point]:  # fmt: skip
+           skip: Callable[[Run, int], bool] | None = None) -> Iterator[Point]:
     """Every measured point scored (``skip(run, size)``: points left out, e.g. those a
     calibration used)."""
 
@@ -282,4 +282,4 @@ class Score:
             "bands": {name: self.band(name) for name, _, _ in BANDS},
             "anomalous": {"points": len(self.anomalous),
                           "mean": statistics.fmean(self.anomalous) if self.anomalous else None},
-        }  # fmt: skip
+        }

@@ -100,7 +100,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "dtype": (str,), "redop": (str, type(None)), "root": (int, type(None)),
     "time_us": _NUMBER, "algbw_GBps": _NUMBER, "busbw_GBps": _NUMBER, "wrong": (int,),
     "iters": (int,), "n_chunks": (int, type(None)), "spread": _NUMBER, "times_us": _NUMBER,
-}  # fmt: skip
+}
 
 
 @dataclass

@@ -78,7 +78,7 @@ class Spec:
         whose buffer is only checked to be unchanged by ringtree)."""
         col = self.collective
         if col in (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER,
-                   Collective.BARRIER):  # fmt: skip
+                   Collective.BARRIER):
             inputs = [self.input_values(count, dtype, op, r, n_ranks) for r in range(n_ranks)]
             return reference(col, inputs, op, root)[rank]
         if col is Collective.BROADCAST:

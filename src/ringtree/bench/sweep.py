@@ -293,7 +293,7 @@ def run_sweep(sweep: Sweep, progress: Callable[[int, int], None] | None = None) 
         total_s = 30.0 + 3.0 * sweep.n_ranks + sweep.timeout_s * (len(todo) * 4 + 2)
         try:
             outcome = launch_body(sweep.n_ranks, sweep.backend, "ringtree.bench.worker:run_sweep",
-                                  config, timeout_s=total_s, env=env)  # fmt: skip
+                                  config, timeout_s=total_s, env=env)
         finally:
             stop.set()
             if watcher is not None:

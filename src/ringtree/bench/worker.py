@@ -118,7 +118,7 @@ class Driver:
             return
         api.collective(c.spec.collective, c.inbuf, c.outbuf, self.op, self.root, self.transport,
                        algorithm=name, timeout=self.cfg["timeout_s"], check=False,
-                       n_chunks=n_chunks)  # fmt: skip
+                       n_chunks=n_chunks)
 
     def timed(self, c: Cell, j: int) -> float:
         """Prepare, barrier, then this rank's time for one call."""

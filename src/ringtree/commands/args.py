@@ -199,9 +199,9 @@ def add_nodes(parser: Any, gpus_help: str) -> None:
     """``--nodes K`` (default 1) and ``--gpus-per-node G`` (default None: the cluster's) of a
     --cluster; ``parser`` may be an argument group."""
     parser.add_argument("--nodes", type=positive_int, default=1, metavar="K",
-                        help="nodes of the --cluster (default 1)")  # fmt: skip
+                        help="nodes of the --cluster (default 1)")
     parser.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="G",
-                        help=gpus_help)  # fmt: skip
+                        help=gpus_help)
 
 
 def output_file(*suffixes: str, stdout_dash: bool = False) -> Callable[[str], str]:

@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             # costs messages, none saves CPU), so the profile runs them with one chunk; the fit
             # must see them so (a pipelined tree hid a one-chunk tree's slowness at 1-4 MiB)
             sweep = sweep_from(args, native=False, backend=backend, min_iters=FIT_MIN_ITERS,
-                               chunks=1)  # fmt: skip
+                               chunks=1)
             found = measure(sweep, args.quiet)
             if found is None:
                 return 1

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
                       "nvlink_links": g.nvlink_links, "nccl_nvlink_bw_per_link": g.nccl_nvlink_bw,
                       "pcie_gen": g.pcie_gen, "source": g.source, "assumed": list(g.assumed)}
                      for g in gpus().values()],
-        })  # fmt: skip
+        })
         return 0
     table = Table(title="cluster presets (NIC rates in Gb/s per direction)", show_lines=True)
     for name in ("cluster", "GPUs per node", "inside a node", "network", "source"):
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         if c.gpu.nvlink_links:
             inside += f"\nNVLink {c.gpu.nvlink_GBps:.0f} GB/s per GPU (NCCL's figure)"
         net = (f"{c.nics_per_node} x {c.nic_gbps:g} Gb/s {c.network}" if c.nics_per_node
-               else "none")  # fmt: skip
+               else "none")
         if c.network_name:
             net += f"\n{c.network_name}"
         src = Text(c.source[:300], style="dim")

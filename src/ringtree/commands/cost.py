@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="pipeline chunks for chain/tree algorithms (default: the best power of two)",
     )
     A.add_ranks_per_node(p, "ranks per node, for hierarchical (N = nodes x G; give --link "
-                         "INTRA+INTER)")  # fmt: skip
+                         "INTRA+INTER)")
     p.add_argument(
         "--compute",
         type=A.positive_duration,
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model == "nccl":
         raise RingtreeError("the nccl model prices a cluster: give --cluster NAME --nodes K")
     for flag, value in (("-b", args.minbytes), ("-e", args.maxbytes), ("--plot", args.plot),
-                        ("--gpus-per-node", args.gpus_per_node)):  # fmt: skip
+                        ("--gpus-per-node", args.gpus_per_node)):
         if value is not None:
             raise RingtreeError(f"{flag} goes with --cluster (the NCCL model)")
     if args.ranks is None:
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     args.link = [*args.link, *args.profile]
     if not args.link:
         raise RingtreeError("give --link L (a preset, custom:...), --profile FILE.toml or "
-                            "--cluster NAME")  # fmt: skip
+                            "--cluster NAME")
     q = question(args)
     rows = cost_rows(q, args.link)
     if args.json:
@@ -223,7 +223,7 @@ def _bandwidth_cell(link: Any, model: str) -> str:
         h = link.host
         return (f"{format_bandwidth(h.bandwidth_Bps)} through the CPU, alpha "
                 f"{format_time(h.alpha_s, exact=False)}, "
-                f"{format_time(h.message_s, exact=False)}/message ({h.cores} cores)")  # fmt: skip
+                f"{format_time(h.message_s, exact=False)}/message ({h.cores} cores)")
     return "\n".join(
         f"{format_bandwidth(x.bandwidth_Bps)}, alpha {format_time(x.alpha_s, exact=False)}"
         for x in levels

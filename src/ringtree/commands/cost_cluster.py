@@ -47,11 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     A.add_nodes(g, "GPUs of each node in the job (default: all of the cluster's)")
     g.add_argument("-b", "--minbytes", type=A.nccl_tests_size, default=None, metavar="MIN",
-                   help="sweep from MIN bytes (nccl-tests' -b, its units: 8G = 8 GiB)")  # fmt: skip
+                   help="sweep from MIN bytes (nccl-tests' -b, its units: 8G = 8 GiB)")
     g.add_argument("-e", "--maxbytes", type=A.nccl_tests_size, default=None, metavar="MAX",
-                   help="sweep up to MAX bytes (nccl-tests' -e, 8G = 8 GiB)")  # fmt: skip
+                   help="sweep up to MAX bytes (nccl-tests' -e, 8G = 8 GiB)")
     g.add_argument("-f", "--stepfactor", type=A.positive_number, default=2.0, metavar="F",
-                   help="multiply the size by F each line (default 2)")  # fmt: skip
+                   help="multiply the size by F each line (default 2)")
     g.add_argument(
         "--plot",
         type=A.output_file(*PLOT_SUFFIXES),
@@ -82,7 +82,7 @@ def sweep_sizes(args: argparse.Namespace) -> list[int]:
         raise RingtreeError(f"-b {lo} -e {hi} -f {f:g}: need 1 <= MIN <= MAX and F > 1")
     if math.log(hi / lo) / math.log(f) >= MAX_SIZES:  # counted before any is made
         raise RingtreeError(f"-b {lo} -e {hi} -f {f:g} make over {MAX_SIZES} sizes: give a "
-                            "larger -f")  # fmt: skip
+                            "larger -f")
     return sizes(lo, hi, f)
 
 
@@ -96,7 +96,7 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     topo = topology(cluster, args.nodes, g)
     settings = tuner.Settings.for_cluster(cluster, os.environ)
     entries = (tuner.table(args.collective, topo, settings)
-               if args.collective in tuner.NCCL_COLLECTIVES else None)  # fmt: skip
+               if args.collective in tuner.NCCL_COLLECTIVES else None)
     out = []
     for size in sweep_sizes(args):
         if size > MAX_SIZE_BYTES:
@@ -104,7 +104,7 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         size -= size % itemsize
         call = timing.predict_on(args.collective, size, topo, settings, entries=entries)
         out.append({**call.record(), "count": size // itemsize, "type": args.dtype,
-                    "cluster": cluster.key, "model": "nccl"})  # fmt: skip
+                    "cluster": cluster.key, "model": "nccl"})
     return out
 
 
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
                "--compute": args.compute, "--price-gpu-hour": args.price_gpu_hour is not None,
                "--price-cluster-hour": args.price_cluster_hour is not None,
                "--steps-per-second": args.steps_per_second, "--hours": args.hours is not None,
-               "--comm-time": args.comm_time is not None}  # fmt: skip
+               "--comm-time": args.comm_time is not None}
     given = [flag for flag, used in ignored.items() if used]
     if given:
         raise RingtreeError(
@@ -165,14 +165,14 @@ def render(args: argparse.Namespace, out: list[dict[str, Any]]) -> None:
         f"{c.nics_per_node} x {c.nic_gbps:g} Gb/s {c.network}): NCCL's choice, ringtree's time",
     )
     for name in ("size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
-                 "algorithm", "protocol", "channels"):  # fmt: skip
+                 "algorithm", "protocol", "channels"):
         table.add_column(name, justify="right")
     for r in out:
         table.add_row(
             f"{r['size_bytes']}", f"{r['count']}", r["type"], f"{r['time_s'] * 1e6:.2f}",
             f"{r['algbw_gbps']:.2f}", f"{r['busbw_gbps']:.2f}", r["nccl"].split("/")[0],
             r["nccl"].split("/")[1], f"{r['channels']}",
-        )  # fmt: skip
+        )
     console = stdout_console()
     console.print(table)
     note = nccl_settings_note(c)
@@ -197,7 +197,7 @@ def plot(args: argparse.Namespace, out: list[dict[str, Any]], path: Path) -> Non
     for choice in dict.fromkeys(r["nccl"] for r in out):
         pts = [r for r in out if r["nccl"] == choice]
         ax.scatter([r["size_bytes"] for r in pts], [r["busbw_gbps"] for r in pts], s=18,
-                   label=choice, zorder=3)  # fmt: skip
+                   label=choice, zorder=3)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("size (bytes)")
     ax.set_ylabel("busbw (GB/s)")

@@ -134,7 +134,7 @@ def render(m: CrossoverMap) -> None:
         console.print(table)
     else:
         console.print(f"{m.collective.value} on {m.n_ranks} workers over {m.link}: no two "
-                      "algorithms' predicted times cross")  # fmt: skip
+                      "algorithms' predicted times cross")
     lo, hi = format_bytes(m.sizes_bytes[0]), format_bytes(m.sizes_bytes[-1])
     for a, b, w in m.never:
         what = "cost the same" if w == "tie" else f"{w} is faster throughout"
@@ -158,7 +158,7 @@ def plot(m: CrossoverMap, path: Path) -> None:
     for c in m.crossovers:
         main = {c.a, c.b} == {"ring", "tree"}
         ax.plot([c.size_bytes], [c.time_s], "o" if main else "x", color="black",
-                markersize=7 if main else 4)  # fmt: skip
+                markersize=7 if main else 4)
         if main:
             ax.axvline(c.size_bytes, color="grey", linestyle=":", linewidth=1)
             ax.annotate(
@@ -184,7 +184,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     """NCCL's switch points on the cluster: a table or JSON, a plot when asked."""
     if args.model not in (None, "nccl"):
         raise RingtreeError(f"--model {args.model} prices a --link; on a --cluster the model is "
-                            "nccl: drop --model or give --link")  # fmt: skip
+                            "nccl: drop --model or give --link")
     if args.ranks is not None:
         raise RingtreeError("on a --cluster the ranks are --nodes x --gpus-per-node: drop -n")
     if args.ranks_per_node is not None:
@@ -201,7 +201,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     g = args.gpus_per_node or args.cluster.gpus_per_node
     if args.nodes * g > cost_cluster.MAX_GPUS:
         raise RingtreeError(f"{args.nodes} nodes x {g} GPUs is more than "
-                            f"{cost_cluster.MAX_GPUS:,} ranks")  # fmt: skip
+                            f"{cost_cluster.MAX_GPUS:,} ranks")
     itemsize = dtype_bytes(args.dtype)
     lo = args.min_size or itemsize
     if lo > args.max_size:
@@ -223,7 +223,7 @@ def render_cluster(args: argparse.Namespace, s: Switches) -> None:
     """NCCL's pick by size range, then each switch point."""
     console = stdout_console()
     table = Table(title=f"{s.collective.value} on {s.nodes} x {s.n_ranks // s.nodes} GPUs of "
-                  f"{args.cluster.key}: what NCCL runs by size")  # fmt: skip
+                  f"{args.cluster.key}: what NCCL runs by size")
     for name in ("from", "to", "NCCL runs"):
         table.add_column(name, justify="right" if name != "NCCL runs" else "left")
     for r in s.ranges:

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     err.print(f"starting {N_RANKS} processes ...", highlight=False)
     try:
         report = run_processes(N_RANKS, Collective.ALL_REDUCE, SIZE_BYTES, algorithm="ring",
-                               iters=ITERS, timeout_s=60.0)  # fmt: skip
+                               iters=ITERS, timeout_s=60.0)
     except RunFailed as e:
         err.print(f"ringtree: error: {e}", highlight=False, markup=False)
         return 1

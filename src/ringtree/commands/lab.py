@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "-n", "--ranks", type=A.positive_int, default=2, metavar="N",
         help="number of processes (default 2)",
-    )  # fmt: skip
+    )
     local.add_force(d, MAX_RANKS)
     d.add_argument(
         "--steps",
@@ -144,11 +144,11 @@ def run(args: argparse.Namespace) -> int:
         write_chrome_trace(args.trace, trace)
         n_slices = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
         messages.print(f"wrote {args.trace}: {n_slices} slices on {config.ranks} ranks",
-                       soft_wrap=True)  # fmt: skip
+                       soft_wrap=True)
     if args.json:
         print_json({"config": _config_record(config), "steps": rows, "summary": summ,
                     "buckets": {run: [b for rr in ranks for b in rr.buckets]
-                                for run, ranks in result.runs.items()}})  # fmt: skip
+                                for run, ranks in result.runs.items()}})
         return 0
     console = stdout_console()
     console.print(_steps_table(rows, price is not None))
@@ -175,7 +175,7 @@ def _steps_table(rows: list[dict[str, Any]], money: bool) -> Table:
     )
     both_predictions = any(r["torch"]["predicted_s"] != r["ringtree"]["predicted_s"] for r in rows)
     for name in ("step", "buckets", "all-reduced", "sent/worker", "loss torch", "loss ringtree",
-                 "comm torch", "comm ringtree"):  # fmt: skip
+                 "comm torch", "comm ringtree"):
         table.add_column(name, justify="right")
     if both_predictions:
         table.add_column("pred. torch", justify="right")

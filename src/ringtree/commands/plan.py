@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for flag, what in (("--layers", "transformer layers"), ("--hidden", "hidden size"),
                        ("--heads", "attention heads"), ("--kv-heads", "key/value heads (GQA)"),
                        ("--ffn", "MLP inner size"), ("--vocab", "vocabulary"),
-                       ("--seq-len", "sequence length")):  # fmt: skip
+                       ("--seq-len", "sequence length")):
         m.add_argument(flag, type=A.count, help=f"{what} (overrides the preset)")
     m.add_argument("--dtype", default="fp16", help="params/grads/activations dtype (fp16)")
     c = p.add_argument_group("cluster (flags override --cluster FILE.toml)")
@@ -63,14 +63,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--cluster", metavar="PRESET|FILE",
         help="a cluster as built ('ringtree clusters': dgx-h100, ...; or a TOML file with gpu= "
         "or preset=): NCCL model, compute model; or a TOML file of links ([cluster] intra=...)",
-    )  # fmt: skip
+    )
     c.add_argument("--gpus", type=A.count, help="number of GPUs")
     c.add_argument("--nodes", type=A.count, help="number of nodes (or --gpus)")
     c.add_argument("--gpus-per-node", type=A.count, help="GPUs per node (default: 8)")
     c.add_argument("--intra", help=f"link inside a node (default {DEFAULT_INTRA}; or custom:...)")
     c.add_argument("--inter", help=f"link between nodes (default {DEFAULT_INTER})")
     c.add_argument("--profile", metavar="FILE.toml",
-                   help="a profile from 'ringtree calibrate' as both links")  # fmt: skip
+                   help="a profile from 'ringtree calibrate' as both links")
     c.add_argument("--price-gpu-hour", type=A.non_negative_number, help="dollars per GPU-hour")
     c.add_argument("--gpu-memory", type=A.size, help="memory of one GPU (default: the GPU's)")
     t = p.add_argument_group("training step")
@@ -80,20 +80,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with a flavour (zero1,tp=8,pp=2,sp) (default ddp)",
     )
     t.add_argument("--compare", nargs="*", metavar="S",
-                   help="rank these strategies (none given: every flavour x tp x pp)")  # fmt: skip
+                   help="rank these strategies (none given: every flavour x tp x pp)")
     t.add_argument("--search", action="store_true", help="try every configuration that fits")
     t.add_argument("--top", type=A.int_up_to(MAX_TOP, "each is planned in full"), default=5,
-                   help="--search: how many to show (5)")  # fmt: skip
+                   help="--search: how many to show (5)")
     t.add_argument("--objective", choices=OBJECTIVES, default="time",
-                   help="--search: step time, or dollars (GPU-seconds) per token")  # fmt: skip
+                   help="--search: step time, or dollars (GPU-seconds) per token")
     t.add_argument("--sharding", type=A.flavors, metavar="F,...",
                    help="--search: only these data-parallel flavours, e.g. zero2,zero3 for what "
-                   "your framework runs (default: ddp, zero1, zero2, zero3)")  # fmt: skip
+                   "your framework runs (default: ddp, zero1, zero2, zero3)")
     t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
-                   help="flash (FlashAttention) or unfused (Megatron before 2022)")  # fmt: skip
+                   help="flash (FlashAttention) or unfused (Megatron before 2022)")
     t.add_argument("--dp-overlap", choices=DP_OVERLAP, default="backward",
-                   help="what DP collectives hide behind (backward)")  # fmt: skip
+                   help="what DP collectives hide behind (backward)")
     t.add_argument(
         "--compute",
         type=A.positive_duration,
@@ -119,9 +119,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="sequences per step, whole cluster (default: one micro-batch per GPU)",
     )
     t.add_argument("--bucket", help="gradient bucket (default: DDP's 25MiB, DeepSpeed's 5e8 "
-                   "elements for zero1/2; 0: none)")  # fmt: skip
+                   "elements for zero1/2; 0: none)")
     t.add_argument("--steps-per-second", type=A.positive_number,
-                   help="for $/day (default: 1/step time)")  # fmt: skip
+                   help="for $/day (default: 1/step time)")
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help='print {"plans": [...]}')
     o.add_argument(
@@ -141,7 +141,7 @@ def _model(args: argparse.Namespace) -> Model:
         raise RingtreeError(f"give --model ({', '.join(PRESETS)}) or --params")
     base = get_model(args.model) if args.model else Model("custom", args.params or 1)
     shape = {k: getattr(args, k) for k in
-             ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len")}  # fmt: skip
+             ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len")}
     return base.with_overrides(args.params, **shape)
 
 
@@ -168,22 +168,22 @@ def _memory(value: Any) -> int | None:
 def _hardware_cluster(args: argparse.Namespace, table: dict[str, Any] | None) -> Cluster:
     if args.intra or args.inter or args.profile:
         raise RingtreeError("--intra/--inter/--profile describe links: a cluster as built "
-                            "(--cluster PRESET) brings its own; give one or the other")  # fmt: skip
+                            "(--cluster PRESET) brings its own; give one or the other")
     hw = cluster_of_file(args.cluster, table) if table is not None else get_cluster(args.cluster)
     table = table or {}
     if args.gpus_per_node is not None and args.gpus_per_node != hw.gpus_per_node:
         raise RingtreeError(f"{hw.key} has {hw.gpus_per_node} GPUs per node, not "
-                            f"{args.gpus_per_node}")  # fmt: skip
+                            f"{args.gpus_per_node}")
     gpus = args.gpus if args.gpus is not None else None
     nodes = args.nodes
     if gpus is None and nodes is None:
         gpus, nodes = table.get("gpus"), table.get("nodes")
     if gpus is None and nodes is None:
         raise RingtreeError(f"give the cluster size: --nodes K (nodes of {hw.gpus_per_node} "
-                            f"GPUs of {hw.key})")  # fmt: skip
+                            f"GPUs of {hw.key})")
     nodes, _ = shape_gpus(gpus, nodes, hw.gpus_per_node)
     price = _price(args.price_gpu_hour if args.price_gpu_hour is not None
-                   else table.get("price_gpu_hour"))  # fmt: skip
+                   else table.get("price_gpu_hour"))
     memory = args.gpu_memory if args.gpu_memory is not None else _memory(table.get("gpu_memory"))
     return from_hardware(hw, nodes, price, memory)
 
@@ -202,7 +202,7 @@ def _cluster(args: argparse.Namespace) -> Cluster:
         "gpus": args.gpus, "nodes": args.nodes, "gpus_per_node": args.gpus_per_node,
         "intra": args.intra or args.profile, "inter": args.inter or args.profile,
         "price_gpu_hour": args.price_gpu_hour, "gpu_memory": args.gpu_memory,
-    }  # fmt: skip
+    }
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.gpus is not None or args.nodes is not None:  # a size on the command line wins
         for key in ("gpus", "nodes"):
@@ -215,7 +215,7 @@ def _cluster(args: argparse.Namespace) -> Cluster:
         parse_link(str(values.get("inter", DEFAULT_INTER))),
         _price(values.get("price_gpu_hour")),
         DEFAULT_GPU_MEMORY_BYTES if memory is None else memory,
-    )  # fmt: skip
+    )
 
 
 def _training(args: argparse.Namespace, cluster: Cluster) -> Training:
@@ -229,12 +229,12 @@ def _training(args: argparse.Namespace, cluster: Cluster) -> Training:
     if args.efficiency is not None:
         if args.efficiency > 1:
             raise RingtreeError(f"--efficiency is a fraction of peak, at most 1, got "
-                                f"{args.efficiency}")  # fmt: skip
+                                f"{args.efficiency}")
         if cluster.hardware is None:
             raise RingtreeError("--efficiency sets the compute model of a cluster as built "
-                                "(--cluster PRESET)")  # fmt: skip
+                                "(--cluster PRESET)")
         eff = replace(default_efficiency(cluster.hardware.gpu), gemm=args.efficiency,
-                      source="--efficiency")  # fmt: skip
+                      source="--efficiency")
     bucket = None if args.bucket is None else parse_size(args.bucket)
     return Training(
         itemsize=dtype_bytes(args.dtype), micro_batch=args.micro_batch or 1,
@@ -242,7 +242,7 @@ def _training(args: argparse.Namespace, cluster: Cluster) -> Training:
         mfu=args.mfu, bucket_bytes=bucket, steps_per_second=args.steps_per_second,
         recompute=args.recompute or "none", attention=args.attention,
         dp_overlap=args.dp_overlap, efficiency=eff,
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -253,17 +253,17 @@ def run(args: argparse.Namespace) -> int:
         raise RingtreeError("give --search or --compare, not both")
     if args.sharding is not None and not args.search:
         raise RingtreeError("--sharding narrows --search: give --search too (or --strategy "
-                            "with the flavour you want)")  # fmt: skip
+                            "with the flavour you want)")
     if args.compare is not None and args.strategy is not None:
         raise RingtreeError("give --strategy or --compare, not both")
     if args.search and args.strategy is not None and args.calibrate_step is None:
         raise RingtreeError("give --strategy or --search, not both (--strategy with --search "
-                            "only names the measured strategy of --calibrate-step)")  # fmt: skip
+                            "only names the measured strategy of --calibrate-step)")
     if args.calibrate_step is not None:
         if args.strategy is None:
             raise RingtreeError("--calibrate-step needs the --strategy that was measured")
         eff = fit_efficiency(model, cluster, parse_strategy(args.strategy), training,
-                             args.calibrate_step)  # fmt: skip
+                             args.calibrate_step)
         training = replace(training, efficiency=eff)
         stderr_console().print(
             f"calibrated: GEMMs reach {format_percent(eff.gemm)} of peak ({eff.source}); the "
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         found = search(model, cluster, training, args.top, args.objective,
                        fixed_micro_batch=args.micro_batch is not None,
                        fixed_recompute=args.recompute is not None,
-                       flavors=args.sharding or FLAVORS)  # fmt: skip
+                       flavors=args.sharding or FLAVORS)
         _pictures(args, found.plans[0] if found.plans else None)
         if args.json:
             print_json(found.to_json())

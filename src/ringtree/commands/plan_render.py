@@ -30,7 +30,7 @@ def _where(p: Plan) -> str:
         hw = c.hardware
         return (f"{c.gpus} x {hw.gpu.name} = {c.nodes} node{'s' * (c.nodes > 1)} of "
                 f"{c.gpus_per_node} ({hw.key}: {c.intra.name} inside"
-                + (f", {c.inter.name} between)" if c.nodes > 1 else ")"))  # fmt: skip
+                + (f", {c.inter.name} between)" if c.nodes > 1 else ")"))
     return (
         f"{c.gpus} GPUs = {c.nodes} node{'s' * (c.nodes > 1)} x {c.gpus_per_node}, "
         f"{c.intra.name} inside" + (f", {c.inter.name} between" if c.nodes > 1 else "")
@@ -69,11 +69,11 @@ def render_plan(p: Plan) -> None:
         table.add_row(
             c.op.op, group, str(c.op.calls), c.call.algorithm,
             format_bytes(c.bytes_per_gpu), _t(c.time_s), _t(c.exposed_s),
-        )  # fmt: skip
+        )
     table.add_row(
         "total", "", str(sum(c.op.calls for c in p.collectives)), "",
         format_bytes(p.bytes_per_gpu), _t(p.comm_time_s), _t(p.exposed_s), style="bold",
-    )  # fmt: skip
+    )
     console.print(table)
     for c in p.collectives:
         if c.call.hierarchical:
@@ -131,7 +131,7 @@ def render_compare(plans: list[Plan]) -> None:
             str(i), p.strategy, f"{lay.dp} x {lay.tp} x {lay.pp}", str(p.micro_batches),
             format_bytes(p.bytes_per_gpu), _t(p.comm_time_s), _t(p.exposed_s), _t(p.bubble_s),
             _t(p.step_time_s), _pct(p.overhead), mem, _usd(p.usd_per_step), _usd(p.usd_per_day),
-        )  # fmt: skip
+        )
     console.print(table)
     shown = plans if len(plans) <= VERDICTS_SHOWN else plans[:VERDICTS_SHOWN]
     for i, p in enumerate(shown, start=1):
@@ -152,10 +152,10 @@ def render_search(found: SearchResult) -> None:
     if len(found.nodes) > 1:
         console.print(f"(by cost per token: {', '.join(map(str, found.nodes))} nodes tried)")
     console.print(f"searched {found.considered:,} configurations, {found.fitting:,} fit; "
-                  f"best {len(plans)} by {by}:")  # fmt: skip
+                  f"best {len(plans)} by {by}:")
     table = Table()
     cols = ("#", "strategy", "GPUs", "b", "recompute", "m", "step", "MFU", "memory/GPU",
-            "tokens/s", "$/step", "$/day", "$/M tokens")  # fmt: skip
+            "tokens/s", "$/step", "$/day", "$/M tokens")
     for col in cols:
         table.add_column(col, justify="left" if col in ("strategy", "recompute") else "right")
     for i, p in enumerate(plans, start=1):
@@ -168,7 +168,7 @@ def render_search(found: SearchResult) -> None:
             format_bytes(p.memory_bytes_per_gpu),
             f"{j['tokens_per_s']:,.0f}" if j["tokens_per_s"] else "-", _usd(p.step_usd),
             _usd(None if rate is None else rate * 86400), _usd(j["usd_per_million_tokens"]),
-        )  # fmt: skip
+        )
     console.print(table)
     console.print(f"what limits the best: {found.limits}")
     for i, p in enumerate(plans, start=1):

@@ -39,27 +39,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--backend", choices=("gloo", "nccl", "mpi"), default="gloo",
         help="gloo (torch.distributed on CPU, default), nccl (torch.distributed on CUDA GPUs; "
         "more ranks than GPUs share them over NCCL's sockets) or mpi (mpi4py under mpirun)",
-    )  # fmt: skip
+    )
     p.add_argument("--size", type=A.size, default=1 << 20, help="buffer size (default 1MiB)")
     p.add_argument("--algorithm", default="auto", help="algorithm name or auto (default: auto)")
     p.add_argument("--op", default="sum", help="reduce op: sum, product, min, max, avg")
     p.add_argument("--root", type=A.non_negative_int, default=0,
-                   help="root of broadcast, reduce, gather and scatter (default 0)")  # fmt: skip
+                   help="root of broadcast, reduce, gather and scatter (default 0)")
     A.add_ranks_per_node(p, "ranks per node, for hierarchical (the local ranks play nodes of G)")
     p.add_argument("--dtype", default="fp32", help="element type (default fp32)")
     p.add_argument("--iters", type=iterations(1), default=10, help="timed calls (default 10)")
     p.add_argument(
         "--timeout", type=A.positive_duration, default=60.0,
         help="limit per call, e.g. 30s (default 60s): a dead or silent peer fails within it",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--no-check", action="store_true",
         help="skip the fingerprint exchange that detects ranks calling differently",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--kill-rank", type=A.non_negative_int, default=None, metavar="R",
         help="make rank R die mid-collective, to see how the others fail",
-    )  # fmt: skip
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             algorithm=args.algorithm, op=args.op, root=args.root, dtype=args.dtype,
             iters=args.iters, timeout_s=args.timeout, check=not args.no_check,
             kill_rank=args.kill_rank, ranks_per_node=args.ranks_per_node,
-        )  # fmt: skip
+        )
     except RunFailed as e:
         err.print(f"ringtree: error: {e}", highlight=False, soft_wrap=True, markup=False)
         return 1
@@ -108,7 +108,7 @@ def print_report(report: RunReport) -> None:
         table.add_row(
             str(r["rank"]), f"{r['bytes_sent']:,}", f"{r['bytes_sent_schedule']:,}",
             str(r["messages_sent"]), "yes" if same else "NO",
-        )  # fmt: skip
+        )
     console.print(table)
     verdict = "correct" if report.correct else "WRONG"
     console.print(
@@ -117,7 +117,7 @@ def print_report(report: RunReport) -> None:
         highlight=False,
     )
     ratio = (f"measured/predicted {report.time_s / report.predicted_s:.2f}"
-             if report.predicted_s else "no steps, no ratio")  # fmt: skip
+             if report.predicted_s else "no steps, no ratio")
     console.print(
         f"time per call: {short_time(report.time_s)} measured (median of {report.iters}), "
         f"{short_time(report.predicted_s)} predicted ({report.n_steps} steps on the link "

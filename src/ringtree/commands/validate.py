@@ -91,13 +91,13 @@ def run(args: argparse.Namespace) -> int:
     loaded = under_load(link, other)
     v = validate(result, loaded, skip_sizes=seen)
     others = {"idle_machine": link if loaded is not link else None, "plain_alpha_beta":
-              _plain_view(link)}  # fmt: skip
+              _plain_view(link)}
     extra = {k: validate(result, x, skip_sizes=seen) for k, x in others.items() if x is not None}
     if args.json:
         rec = v.record()
         for k, e in extra.items():
             rec[k] = {"median_abs_error": e.median_abs_error, "worst_abs_error":
-                      e.worst_abs_error, "auto_right": e.auto_right[0]}  # fmt: skip
+                      e.worst_abs_error, "auto_right": e.auto_right[0]}
         rec["load"] = result.meta.get("load", {})
         print_json(rec)
     else:

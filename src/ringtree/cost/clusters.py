@@ -122,7 +122,7 @@ class Cluster:
             "sharp": self.sharp, "cpu": self.cpu, "price_gpu_hour": self.price_gpu_hour,
             "nccl_env": dict(self.nccl_env), "source": self.source,
             "assumed": list(self.assumed), "notes": self.notes,
-        }  # fmt: skip
+        }
 
 
 def _data(name: str) -> dict[str, Any]:
@@ -142,7 +142,7 @@ def _gpu(key: str, t: dict[str, Any]) -> Gpu:
         memory_bandwidth_GBps=float(t.get("memory_bandwidth_gbps", 0.0)),
         fp8_tflops=float(t.get("fp8_dense_tflops", 0.0)),
         source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
-    )  # fmt: skip
+    )
 
 
 @cache
@@ -156,7 +156,7 @@ CLUSTER_KEYS = (
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
     "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
     "launch_us", "net_hop_us", "nccl_env",
-)  # fmt: skip
+)
 
 
 def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
@@ -190,7 +190,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             nccl_env=_nccl_env(t.get("nccl_env", {}), where),
             source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
             notes=str(t.get("notes", "")),
-        )  # fmt: skip
+        )
     except (TypeError, ValueError) as e:
         raise RingtreeError(f"{where}: {e}") from None
     if c.fabric not in FABRICS:
@@ -292,7 +292,7 @@ def _as_table(c: Cluster) -> dict[str, Any]:
         "nvls": c.nvls, "nics_per_node": c.nics_per_node, "nic_gbps": c.nic_gbps,
         "network": c.network, "sharp": c.sharp, "cpu": c.cpu, "nvswitch_gen": c.nvswitch_gen,
         "network_name": c.network_name, "source": c.source, "notes": c.notes,
-    }  # fmt: skip
+    }
     for key in ("price_gpu_hour", "launch_us", "net_hop_us"):
         if getattr(c, key) is not None:
             t[key] = getattr(c, key)

@@ -147,7 +147,7 @@ def crossover_map(
     if len(algs) < 1:
         raise RingtreeError(f"no algorithm of {col.value} can run here: {skipped}")
     queries = {a: Query.make(get_algorithm(col, a), n_ranks, lo_count, itemsize, spec)
-               for a in algs}  # fmt: skip
+               for a in algs}
     cache: dict[tuple[str, int], Candidate] = {}
 
     def cand(alg: str, count: int) -> Candidate:
@@ -162,7 +162,7 @@ def crossover_map(
         [c * itemsize for c in grid],
         {a: [cand(a, c).time_s for c in grid] for a in algs},
         skipped=skipped,
-    )  # fmt: skip
+    )
     for a, b in combinations(algs, 2):
         signs = [
             _sign(ta - tb) for ta, tb in zip(result.times_s[a], result.times_s[b], strict=True)

@@ -128,7 +128,7 @@ class HostLink(Link):
         if not 0 <= 2 * message_s <= link.alpha_s:
             raise ValueError(f"{link.name}: 2 x message_s must lie within alpha")
         model = HostModel(cores, link.alpha_s - 2 * message_s, message_s, link.bandwidth_Bps,
-                          link.gamma_s_per_byte, overload=overload)  # fmt: skip
+                          link.gamma_s_per_byte, overload=overload)
         return cls(**{f.name: getattr(link, f.name) for f in fields(Link)}, host=model)
 
     def with_cores(self, cores: float) -> HostLink:
@@ -245,7 +245,7 @@ class _Shape:
     def _per_rank(
         self, at_src: np.ndarray, at_dst: np.ndarray, step: np.ndarray | None = None,
         src: np.ndarray | None = None, dst: np.ndarray | None = None,
-    ) -> np.ndarray:  # fmt: skip
+    ) -> np.ndarray:
         """(steps, ranks) sums of per-transfer amounts charged to the sender and receiver
         (of the schedule's transfers, or of the given ``step``, ``src``, ``dst`` rows)."""
         step = self.step if step is None else step

@@ -133,7 +133,7 @@ PRESETS: dict[str, Link] = {
             "= 2 ring steps of 128 us plus 3 us of bandwidth term",
         ),
     )
-}  # fmt: skip
+}
 
 #: MPI between local processes: shared memory (not a ``--link`` preset; the engine's auto
 #: prices it for MPI, through :data:`LOCAL_HOSTS`).
@@ -142,7 +142,7 @@ SHARED_MEMORY = Link(
     note="MPI between local processes (shared memory)",
     source="measured with mpi4py + Open MPI 5 on the project's 2-core machine: 1 MiB "
     "exchange + reduce 140 us, 4 MiB 520 us; numpy float32 add 25 GB/s in cache",
-)  # fmt: skip
+)
 
 #: Local processes on one machine, as one-machine models whose ranks poll: ``loopback`` (gloo
 #: over 127.0.0.1) and ``mpi-shm`` (MPI's shared memory), each measured with as many ranks as
@@ -171,7 +171,7 @@ LOCAL_HOSTS: dict[str, HostLink] = {
         latency=2.7, bandwidth=1.0, reduce=1.0,
         source="Open MPI 5 on 2 cores: Allreduce of 64 MiB busbw 2.1 GB/s at N=2, 1.1 GB/s at "
         "N=4; latency growth as gloo's")),
-}  # fmt: skip
+}
 
 LinkSpec = Link | Mapping[str, Link]
 _CUSTOM_KEYS = "bw (required), lat, reduce, nominal"

@@ -120,7 +120,7 @@ def price_textbook(q: Query, links: LinkSpec) -> Prediction:
         q, "textbook", link_name(links), bytes_sent=sent, steps=steps, latency_s=0.0,
         bandwidth_s=sent / nominal_link(links).nominal, reduce_s=0.0,
         cost={FLAT: Terms(steps, sent, 0)},
-    )  # fmt: skip
+    )
 
 
 # -- alpha-beta -------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
     with the latency per step and message when the model has one:
     :func:`~ringtree.cost.host.polling_latency_s`)."""
     if (isinstance(links, HostLink) and links.host is not None and links.host.overload is None
-            and q.n_ranks > HOST_MAX_RANKS and q.spec.ranks_per_node is None):  # fmt: skip
+            and q.n_ranks > HOST_MAX_RANKS and q.spec.ranks_per_node is None):
         raise RingtreeError(
             f"{links.name} models processes sharing one machine's cores: it prices up to "
             f"{HOST_MAX_RANKS} of them, not N={q.n_ranks} (give a network link for more)"
@@ -158,21 +158,21 @@ def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
             q, "alpha-beta", links.name, bytes_sent=e.max_bytes_sent, steps=steps,
             latency_s=latency, bandwidth_s=terms.wire_bytes / seen.bandwidth_Bps,
             reduce_s=terms.reduce_bytes * seen.gamma_s_per_byte, cost=e.cost,
-        )  # fmt: skip
+        )
     if isinstance(links, HostLink) and links.host is not None and links.host.overload:
         links = on_cores(links, q.n_ranks)
     if prices_on_host(links, q.n_ranks, q.spec):
         assert isinstance(links, HostLink) and links.host is not None
         host = links.host
         t = algorithm_host_terms(q.collective, q.name, q.n_ranks, q.count, q.itemsize, q.spec,
-                                 host.cores)  # fmt: skip
+                                 host.cores)
         return Prediction.of(
             q, "alpha-beta", links.name, bytes_sent=e.max_bytes_sent, steps=t.steps,
             latency_s=t.steps * host.alpha_s + t.messages * host.message_s,
             bandwidth_s=t.wire_bytes / host.bandwidth_Bps,
             reduce_s=t.reduce_bytes * host.gamma_s_per_byte,
             cost={FLAT: Terms(t.steps, t.wire_bytes, t.reduce_bytes)},
-        )  # fmt: skip
+        )
     latency = bandwidth = reduce = 0.0
     for level, terms in e.cost.items():
         link = level_link(links, level)
@@ -183,7 +183,7 @@ def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
         q, "alpha-beta", link_name(links), bytes_sent=e.max_bytes_sent,
         steps=sum(t.steps for t in e.cost.values()), latency_s=latency, bandwidth_s=bandwidth,
         reduce_s=reduce, cost=e.cost,
-    )  # fmt: skip
+    )
 
 
 register_model(Model("textbook", price_textbook))

@@ -43,7 +43,7 @@ def textbook_bytes(collective: Collective, n_ranks: int, size_bytes: int) -> int
 def check(
     collective: Collective | str, n_ranks: int, size_bytes: int, itemsize: int,
     spec: BuildSpec,
-) -> Collective:  # fmt: skip
+) -> Collective:
     """The collective, parsed; RingtreeError on N < 1, a negative size, a size that is not
     whole elements, a root outside 0..N-1 or a chunk count below 1."""
     col = Collective.parse(collective)
@@ -88,7 +88,7 @@ class Query:
         spec = spec or BuildSpec()
         col = check(collective, n_ranks, size_bytes, itemsize, spec)
         return cls.make(get_algorithm(col, algorithm), n_ranks, size_bytes // itemsize,
-                        itemsize, spec)  # fmt: skip
+                        itemsize, spec)
 
     @classmethod
     def make(
@@ -121,7 +121,7 @@ class Query:
     def with_chunks(self, n_chunks: int) -> Query:
         """The same call pipelined over ``n_chunks`` chunks."""
         return Query.make(self.algorithm, self.n_ranks, self.count, self.itemsize,
-                          replace(self.asked, n_chunks=n_chunks))  # fmt: skip
+                          replace(self.asked, n_chunks=n_chunks))
 
     def with_count(self, count: int) -> Query:
         """The same call on ``count`` elements."""
@@ -162,13 +162,13 @@ class Prediction:
     def of(
         cls, q: Query, model: str, link: str, *, bytes_sent: float, steps: int,
         latency_s: float, bandwidth_s: float, reduce_s: float, cost: Cost,
-    ) -> Prediction:  # fmt: skip
+    ) -> Prediction:
         """A model's answer to ``q`` (the fields that only restate the query filled in)."""
         return cls(
             q.collective, q.name, model, link, q.n_ranks, q.size_bytes, bytes_sent,
             textbook_bytes(q.collective, q.n_ranks, q.size_bytes), steps, latency_s,
             bandwidth_s, reduce_s, cost,
-        )  # fmt: skip
+        )
 
     @property
     def time_s(self) -> float:

@@ -49,12 +49,12 @@ def cost_rows(q: Question, links: Sequence[LinkSpec]) -> list[dict[str, Any]]:
     for link in links:
         if is_auto(q.algorithm):
             choice = choose(q.collective, q.n_ranks, q.size_bytes, link, q.model,
-                            itemsize=q.itemsize, spec=q.spec)  # fmt: skip
+                            itemsize=q.itemsize, spec=q.spec)
             p = choice.chosen.prediction
             row = {**p.record(), **choice.record()}
         else:
             cand = tuned(q.collective, q.algorithm, q.n_ranks, q.size_bytes, link, q.model,
-                         itemsize=q.itemsize, spec=q.spec)  # fmt: skip
+                         itemsize=q.itemsize, spec=q.spec)
             p = cand.prediction
             row = {**p.record(), "n_chunks": cand.n_chunks}
         if q.compute_s is not None:

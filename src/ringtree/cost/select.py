@@ -121,7 +121,7 @@ def tune(q: Query, links: LinkSpec, model: Model) -> Candidate:
 def candidates(
     collective: Collective, n_ranks: int, count: int, itemsize: int, spec: BuildSpec,
     links: LinkSpec, model: Model, names: list[str] | None = None,
-) -> tuple[list[Candidate], dict[str, str]]:  # fmt: skip
+) -> tuple[list[Candidate], dict[str, str]]:
     """Every algorithm of ``collective`` (or those in ``names``) priced with :func:`tune`, in
     registration order, for a call already checked (:func:`ringtree.cost.query.check`); and
     the ones that cannot run here with the reason (e.g. hierarchical without ranks per node,
@@ -248,7 +248,7 @@ def choose(
     col = check(collective, n_ranks, size_bytes, itemsize, spec)
     raw, allowed = env_algorithms(col, os.environ if env is None else env)
     cands, skipped = candidates(col, n_ranks, size_bytes // itemsize, itemsize, spec, links,
-                                get_model(model))  # fmt: skip
+                                get_model(model))
     if not cands:
         raise RingtreeError(
             f"no algorithm of {col.value} can run here: "
@@ -269,17 +269,17 @@ def choose(
 def engine_choice(
     collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
     env: str,
-) -> Choice:  # fmt: skip
+) -> Choice:
     """What :func:`choose` picks on ``link`` for the engine: the alpha-beta model, root
     ``root``, ``RINGTREE_ALGO`` = ``env`` ("": unset)."""
     return choose(collective, n_ranks, nbytes, link, itemsize=itemsize,
-                  spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})  # fmt: skip
+                  spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})
 
 
 def choice_for(
     collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
     env: str,
-) -> tuple[str, int | None]:  # fmt: skip
+) -> tuple[str, int | None]:
     """``(algorithm, n_chunks)`` of :func:`engine_choice` (n_chunks None: not pipelined):
     what the engine's auto runs."""
     choice = engine_choice(collective, n_ranks, nbytes, link, itemsize, root, env)

@@ -68,7 +68,7 @@ def allreduce_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[
     from ringtree.runtime.api import all_reduce
 
     work = all_reduce(buf, group=group, async_op=True, algorithm=st.algorithm,
-                      recorder=st.recorder, timeout=st.timeout_s)  # fmt: skip
+                      recorder=st.recorder, timeout=st.timeout_s)
     assert work is not None  # a member of the group, asynchronous
     return work.get_future().then(lambda fut: fut.value()[0])
 
@@ -114,7 +114,7 @@ class RecordingHook:
     def __init__(
         self, hook: Hook, state: HookState | None = None, algorithm: str = "ring",
         label: str = "gloo", link: Link | None = None, trace: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.__name__ = self.__qualname__ = f"recording_{getattr(hook, '__name__', 'hook')}"
         self.hook, self.state, self.label, self.link, self.trace = hook, state, label, link, trace
         self.algorithm = _check_algorithm(algorithm)
@@ -154,14 +154,14 @@ class RecordingHook:
             chunks = ran.n_chunks if ran else None
             kind = str(dist.get_backend(group))
             predicted_s, link = _price(self.link, algorithm, n, buf.numel() * buf.element_size(),
-                                       buf.element_size(), kind, chunks)  # fmt: skip
+                                       buf.element_size(), kind, chunks)
             self.records.append(BucketRecord(
                 rank=rank, step=step, index=index, bytes=buf.numel() * buf.element_size(),
                 itemsize=buf.element_size(), algorithm=algorithm if ran else self.label,
                 n_chunks=chunks, link=link, measured_s=end - start, predicted_s=predicted_s,
                 bytes_sent=ran.bytes_sent if ran else None,
                 bytes_received=ran.bytes_received if ran else None, t_start_s=start, t_end_s=end,
-            ))  # fmt: skip
+            ))
             return fut.value()
 
         return self.hook(passed, bucket).then(done)
@@ -250,7 +250,7 @@ def _check_algorithm(algorithm: str) -> str:
 
 
 def _price(link: Link | None, algorithm: str, n: int, nbytes: int, itemsize: int, kind: str,
-           n_chunks: int | None) -> tuple[float, str]:  # fmt: skip
+           n_chunks: int | None) -> tuple[float, str]:
     """``(predicted seconds, link name)`` of the all-reduce of ``nbytes`` over a ``kind``
     engine (default link: the one the engine's ``auto`` assumes)."""
     if link is None:
@@ -260,5 +260,5 @@ def _price(link: Link | None, algorithm: str, n: int, nbytes: int, itemsize: int
     if n == 1 or algorithm not in algorithms_for(Collective.ALL_REDUCE):
         return 0.0, link.name
     p = predict(Collective.ALL_REDUCE, algorithm, n, nbytes, link, itemsize=itemsize,
-                spec=BuildSpec(n_chunks=n_chunks))  # fmt: skip
+                spec=BuildSpec(n_chunks=n_chunks))
     return p.time_s, link.name

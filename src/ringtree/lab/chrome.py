@@ -24,15 +24,15 @@ from ringtree.units import format_bytes
 
 # BucketRecord fields a bucket slice shows in its args.
 BUCKET_ARGS = ("bytes", "algorithm", "n_chunks", "measured_s", "predicted_s", "bytes_sent",
-               "bytes_received")  # fmt: skip
+               "bytes_received")
 
 
 def _slice(pid: int, tid: int, name: str, cat: str, start_s: float, end_s: float, t0: float,
-           args: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+           args: dict[str, Any]) -> dict[str, Any]:
     ts_ns = round((start_s - t0) * 1e9)
     dur_ns = round((end_s - t0) * 1e9) - ts_ns
     return {"ph": "X", "pid": pid, "tid": tid, "name": name, "cat": cat,
-            "ts": ts_ns / 1000, "dur": dur_ns / 1000, "args": args}  # fmt: skip
+            "ts": ts_ns / 1000, "dur": dur_ns / 1000, "args": args}
 
 
 #: Bucket tracks' thread ids start here (the engine's tracks are ``rank + lane x ranks``).
@@ -65,27 +65,27 @@ def lab_chrome_trace(result: LabResult) -> dict[str, Any]:
         for rr in ranks:
             for k, (start, end) in enumerate(zip(rr.step_start_s, rr.step_end_s, strict=True)):
                 out.append(_slice(pid, rr.rank, f"step {k + 1}", "step", start, end, t0,
-                                  {"training_step": k + 1, "loss": rr.losses[k]}))  # fmt: skip
+                                  {"training_step": k + 1, "loss": rr.losses[k]}))
             for k, (start, end) in enumerate(zip(rr.backward_start_s, rr.backward_end_s,
-                                                 strict=True)):  # fmt: skip
+                                                 strict=True)):
                 out.append(_slice(pid, rr.rank, "backward", "backward", start, end, t0,
-                                  {"training_step": k + 1}))  # fmt: skip
+                                  {"training_step": k + 1}))
             buckets = sorted(rr.buckets, key=lambda b: b["t_start_s"])
             lanes = _bucket_lanes(buckets)
             for lane in range(max(lanes, default=-1) + 1):
                 tid = BUCKET_TID + rr.rank * 100 + lane
                 name = f"rank {rr.rank} (all-reduce{f' {lane + 1}' if lane else ''})"
                 out.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
-                            "args": {"name": name}})  # fmt: skip
+                            "args": {"name": name}})
                 out.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index",
-                            "args": {"sort_index": BUCKET_TID + rr.rank * 100 + lane}})  # fmt: skip
+                            "args": {"sort_index": BUCKET_TID + rr.rank * 100 + lane}})
             for b, lane in zip(buckets, lanes, strict=True):
                 name = f"bucket {b['index']} ({format_bytes(b['bytes'])}, {b['algorithm']})"
                 args = {"training_step": b["step"], "bucket": b["index"]}
                 args.update((key, b[key]) for key in BUCKET_ARGS)
                 tid = BUCKET_TID + rr.rank * 100 + lane
                 out.append(_slice(pid, tid, name, "bucket", b["t_start_s"], b["t_end_s"], t0,
-                                  args))  # fmt: skip
+                                  args))
     cfg = result.config
     return {
         "traceEvents": out,

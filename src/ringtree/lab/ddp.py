@@ -29,7 +29,7 @@ RUNS = ("torch", "ringtree")
 #: "compute": no communication at all (each bucket is returned as it is), for measuring what
 #: the all-reduces add to a step (bench/lab_ddp.py); its ranks drift apart by design
 RUN_TITLES = {"torch": "PyTorch's all-reduce (gloo)", "ringtree": "ringtree's hook",
-              "compute": "no communication"}  # fmt: skip
+              "compute": "no communication"}
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
         ends.append(time.perf_counter())
     events = list(getattr(hook, "events", []))
     return RankRun(rank, run, losses, starts, ends, [r.record() for r in hook.records],
-                   _flat_params(model.module), events, b_starts, b_ends)  # fmt: skip
+                   _flat_params(model.module), events, b_starts, b_ends)
 
 
 def _no_communication(state: Any, bucket: Any) -> Any:
@@ -194,7 +194,7 @@ def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
         env = {"OMP_NUM_THREADS": "1"}  # the launcher binds gloo to the loopback interface
         outcome = launch_body(config.ranks, "gloo", "ringtree.lab.ddp:lab_rank",
                               {"job": str(job), "timeout_s": config.timeout_s},
-                              timeout_s=config.timeout_s, env=env)  # fmt: skip
+                              timeout_s=config.timeout_s, env=env)
         if not outcome.ok:
             raise RunFailed(outcome.failure_message(config.timeout_s))
         per_rank = []

@@ -26,7 +26,7 @@ LOW, HIGH = 0.02, 1.0
 def fit_efficiency(
     model: Model, cluster: Cluster, strategy: Strategy | Layout, training: Training,
     measured_s: float, iterations: int = 40,
-) -> Efficiency:  # fmt: skip
+) -> Efficiency:
     """The efficiency whose plan of ``strategy`` takes ``measured_s`` (module doc)."""
     if not modelled(model, cluster, training):
         raise RingtreeError(
@@ -64,4 +64,4 @@ def fit_efficiency(
             hi = mid
     gemm = (lo + hi) / 2
     return replace(base, gemm=gemm,
-                   source=f"fitted to a measured step of {format_time(measured_s)}")  # fmt: skip
+                   source=f"fitted to a measured step of {format_time(measured_s)}")

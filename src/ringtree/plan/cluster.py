@@ -122,7 +122,7 @@ P2P_INTRA_S, P2P_INTER_S = 10e-6, 20e-6
 def from_hardware(
     hw: Hardware, nodes: int, price_gpu_hour: float | None = None,
     gpu_memory_bytes: int | None = None,
-) -> Cluster:  # fmt: skip
+) -> Cluster:
     """``nodes`` nodes of a cluster as built; the price and GPU memory default to the
     preset's."""
     from ringtree.cost.nccl.topology import intra_bandwidth

@@ -75,7 +75,7 @@ def default_efficiency(gpu: Gpu) -> Efficiency:
         return eff
     base = GENERATION["hopper"]
     return Efficiency(base.gemm, base.memory, base.flash, base.kernel_s,
-                      UNCALIBRATED.format(arch=gpu.arch))  # fmt: skip
+                      UNCALIBRATED.format(arch=gpu.arch))
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Device:
                 "both (or give --compute / --tflops with --mfu)"
             )
         return cls(gpu.bf16_tflops * 1e12, gpu.memory_bandwidth_GBps * 1e9,
-                   SMS.get(gpu.arch, 132), eff or default_efficiency(gpu))  # fmt: skip
+                   SMS.get(gpu.arch, 132), eff or default_efficiency(gpu))
 
     def gemm_s(self, m: float, n: float, k: float, batch: float = 1) -> float:
         """One (batched) GEMM: ``batch`` products (m x k) @ (k x n) in bf16 (module doc)."""

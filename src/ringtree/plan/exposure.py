@@ -57,7 +57,7 @@ Priced = tuple[CommOp, GroupShape, CallTime, CallTime]
 
 
 def price_ops(ops: list[CommOp], layout: Layout, gpn: int, timer: Timer | NcclTimer,
-           itemsize: int) -> list[Priced]:  # fmt: skip
+           itemsize: int) -> list[Priced]:
     """Each op's full and last call, priced on its group."""
     out = []
     for op in ops:
@@ -66,7 +66,7 @@ def price_ops(ops: list[CommOp], layout: Layout, gpn: int, timer: Timer | NcclTi
             full, last = (timer.all_to_all(shape, b) for b in (op.bytes_per_call, op.last_bytes))
         elif op.collective is None:
             full, last = (timer.point_to_point(shape, b)
-                          for b in (op.bytes_per_call, op.last_bytes))  # fmt: skip
+                          for b in (op.bytes_per_call, op.last_bytes))
         else:
             full, last = (
                 timer.call(op.collective, shape, b, itemsize)
@@ -82,7 +82,7 @@ def _round_s(item: Priced) -> float:
 
 
 def _streams(priced: list[Priced], windows: dict[str, float], eligible: list[int],
-             exposed: list[float]) -> None:  # fmt: skip
+             exposed: list[float]) -> None:
     """Ops that share a compute window (and a number of rounds) share one stream, whose round
     is priced under the overlap model; its exposed time is split by their round times."""
     streams: dict[tuple[str, int], list[int]] = {}
@@ -116,7 +116,7 @@ def given_step(priced: list[Priced], compute_s: float | None, m: int) -> list[Ti
     exposed = [_round_s(x) for x in priced]
     if compute_s is not None:
         windows = {FORWARD: FORWARD_SHARE * compute_s / m,
-                   BACKWARD: (1 - FORWARD_SHARE) * compute_s / m}  # fmt: skip
+                   BACKWARD: (1 - FORWARD_SHARE) * compute_s / m}
         eligible = [i for i, x in enumerate(priced) if x[0].window in windows]
         _streams(priced, windows, eligible, exposed)
     return timed_ops(priced, exposed)
@@ -145,11 +145,11 @@ class Core:
 def per_micro_batch(
     model: Model, layout: Layout, training: Training, timer: Timer | NcclTimer, gpn: int,
     m: int, mb: MicroBatch,
-) -> tuple[list[Priced], list[float], float]:  # fmt: skip
+) -> tuple[list[Priced], list[float], float]:
     """What each micro-batch communicates, priced; what it waits for (per round); their sum.
     Shared by the data-parallel flavours of a layout (cached)."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                  training.recompute == "full", training.framework == MEGATRON)  # fmt: skip
+                  training.recompute == "full", training.framework == MEGATRON)
     priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, timer, training.itemsize)
     per_layer = {}
     if training.cp_overlap:
@@ -169,11 +169,11 @@ def per_micro_batch(
 def modelled_step(
     model: Model, cluster: Cluster, layout: Layout, training: Training,
     timer: Timer | NcclTimer, m: int,
-) -> Core:  # fmt: skip
+) -> Core:
     """The step under the compute model (module doc)."""
     dev = device(cluster, training)
     mb = micro_batch(model, layout, training.micro_batch, training.recompute,
-                     training.attention, dev)  # fmt: skip
+                     training.attention, dev)
     gpn = cluster.gpus_per_node
     key = replace(layout, flavor="ddp")
     per, per_exposed, waits = per_micro_batch(model, key, training, timer, gpn, m, mb)
@@ -182,17 +182,17 @@ def modelled_step(
     bubble = (layout.pp - 1) / layout.v * (mb.forward + mb.backward + waits)
     opt = optimizer_s(model, layout, dev)
     return Core(dp + per, exposed + per_exposed, m * (mb.forward + mb.backward), bubble, opt,
-                mb)  # fmt: skip
+                mb)
 
 
 def data_parallel_priced(
     model: Model, layout: Layout, training: Training, timer: Timer | NcclTimer, gpn: int,
     m: int,
-) -> list[Priced]:  # fmt: skip
+) -> list[Priced]:
     """The data-parallel collectives of the step, priced."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes)
     return price_ops(data_parallel_ops(model, layout, batch), layout, gpn, timer,
-                     training.itemsize)  # fmt: skip
+                     training.itemsize)
 
 
 def data_parallel_exposed(
@@ -204,7 +204,7 @@ def data_parallel_exposed(
     if overlap != "none" and dp:
         if overlap == "full":
             dp = [(replace(x[0], window=FORWARD), *x[1:]) if x[0].window is None else x
-                  for x in dp]  # fmt: skip
+                  for x in dp]
         eligible = [i for i, x in enumerate(dp) if x[0].window is not None]
         _streams(dp, {FORWARD: mb.forward, BACKWARD: mb.backward}, eligible, exposed)
     return dp, exposed
@@ -239,7 +239,7 @@ def data_parallel_summary(dp: list[Priced], overlap: str) -> DpSummary:
             continue
         n = max(x[0].calls_per_round for x in members)
         out.append((window, n, sum(x[2].time_s for x in members),
-                    sum(x[3].time_s for x in members), rounds))  # fmt: skip
+                    sum(x[3].time_s for x in members), rounds))
     return critical, tuple(out)
 
 

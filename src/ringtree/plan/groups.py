@@ -69,7 +69,7 @@ def group_shape(layout: Layout, kind: str, gpus_per_node: int) -> GroupShape:
     slowest.
     """
     return _group_shape(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, kind,
-                        gpus_per_node)  # fmt: skip
+                        gpus_per_node)
 
 
 @lru_cache(maxsize=4096)

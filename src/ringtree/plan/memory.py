@@ -89,13 +89,13 @@ class Memory:
             "weights_bytes": self.weights, "gradients_bytes": self.gradients,
             "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
             "other_bytes": self.other, "total_bytes": self.total,
-        }  # fmt: skip
+        }
 
 
 def activation_bytes_per_layer(
     m: Model, b: int, t: int, sp: bool, recompute: str, attention: str, cp: int = 1,
     moe: bool = False,
-) -> float:  # fmt: skip
+) -> float:
     """Activations one layer keeps for one micro-batch of ``b`` sequences (module doc)."""
     assert m.seq_len and m.hidden and m.heads
     s, h = m.seq_len / cp, m.hidden
@@ -157,11 +157,11 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
 def memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
-) -> Memory:  # fmt: skip
+) -> Memory:
     """Memory of the busiest GPU of ``layout`` (module doc)."""
     weights, grads, opt, other = state_memory(m, layout, itemsize, framework)
     acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
-                             framework)  # fmt: skip
+                             framework)
     return Memory(weights, grads, opt, acts, other)
 
 
@@ -197,7 +197,7 @@ def state_memory(
 def activation_memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
-) -> int:  # fmt: skip
+) -> int:
     """Activation bytes of the busiest GPU at its peak (module doc): the flavour of data
     parallelism plays no part."""
     if not m.complete:

@@ -88,7 +88,7 @@ class Model:
     def complete(self) -> bool:
         """Whether the whole shape is known (the compute and memory models need it)."""
         return None not in (self.layers, self.hidden, self.seq_len, self.heads, self.ffn_size,
-                            self.vocab)  # fmt: skip
+                            self.vocab)
 
     @property
     def ffn_size(self) -> int | None:
@@ -125,7 +125,7 @@ class Model:
                 ("--layers", self.layers), ("--hidden", self.hidden), ("--seq-len", self.seq_len)
             )
             if v is None
-        ]  # fmt: skip
+        ]
         if missing:
             raise RingtreeError(
                 f"{why} needs the model's shape: give {', '.join(missing)} or a --model preset"

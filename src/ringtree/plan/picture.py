@@ -13,11 +13,11 @@ from ringtree.units import format_time
 
 TRACKS = (COMPUTE, COMM, SEND, DATA)
 TRACK_NAMES = {COMPUTE: "compute", COMM: "TP/CP/EP waits", SEND: "pipeline sends",
-               DATA: "data-parallel"}  # fmt: skip
+               DATA: "data-parallel"}
 COLOURS = {
     "forward": "#4e79a7", "backward": "#59a14f", "comm": "#f28e2b", "send": "#b07aa1",
     "dp": "#e15759", "optimizer": "#9c755f", "bubble": "#d9d9d9",
-}  # fmt: skip
+}
 
 
 def chrome_trace(p: Plan) -> dict:
@@ -28,17 +28,17 @@ def chrome_trace(p: Plan) -> dict:
     stages = sorted({e.stage for e in events})
     for s in stages:
         out.append({"ph": "M", "pid": s, "name": "process_name",
-                    "args": {"name": f"pipeline stage {s}"}})  # fmt: skip
+                    "args": {"name": f"pipeline stage {s}"}})
         for k, track in enumerate(TRACKS):
             out.append({"ph": "M", "pid": s, "tid": k, "name": "thread_name",
-                        "args": {"name": TRACK_NAMES[track]}})  # fmt: skip
+                        "args": {"name": TRACK_NAMES[track]}})
     for e in events:
         out.append({
             "ph": "X", "pid": e.stage, "tid": TRACKS.index(e.track), "name": e.name,
             "cat": e.kind, "ts": round(e.start_s * 1e6, 3), "dur": round(e.dur_s * 1e6, 3),
-        })  # fmt: skip
+        })
     return {"traceEvents": out, "displayTimeUnit": "ms",
-            "otherData": {"strategy": p.strategy, "step_time_s": p.step_time_s}}  # fmt: skip
+            "otherData": {"strategy": p.strategy, "step_time_s": p.step_time_s}}
 
 
 def write_chrome(p: Plan, path: str) -> None:
@@ -71,12 +71,12 @@ def svg(p: Plan) -> str:
         parts.append(f'<text x="4" y="{y + 16}">stage {s}</text>')
     for e in events:
         parts.append(_rect(e, 30 + e.stage * per_stage + offsets[e.track], heights[e.track],
-                           scale))  # fmt: skip
+                           scale))
     y = height - 12
     x = LEFT
     for name, colour in COLOURS.items():
         parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour}"/>'
-                     f'<text x="{x + 14}" y="{y}">{name}</text>')  # fmt: skip
+                     f'<text x="{x + 14}" y="{y}">{name}</text>')
         x += 90
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
@@ -88,7 +88,7 @@ def _rect(e: Event, y: float, h: float, scale: float) -> str:
     title = f"{e.name}: {format_time(e.dur_s, exact=False)}"
     fill = COLOURS.get(e.kind, "#888")
     return (f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{h}" fill="{fill}">'
-            f"<title>{escape(title)}</title></rect>")  # fmt: skip
+            f"<title>{escape(title)}</title></rect>")
 
 
 def write_svg(p: Plan, path: str) -> None:

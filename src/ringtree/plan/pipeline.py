@@ -79,7 +79,7 @@ class Span:
 
 
 def simulate(p: int, m: int, v: int, fwd_s: float, bwd_s: float, send_s: float = 0.0,
-             last_extra: tuple[float, float] = (0.0, 0.0)) -> list[Span]:  # fmt: skip
+             last_extra: tuple[float, float] = (0.0, 0.0)) -> list[Span]:
     """Time every stage's order: a chunk's forward waits for the previous virtual stage's
     forward of the same micro-batch (plus ``send_s``), its backward for the next one's
     backward; ``fwd_s``/``bwd_s`` per chunk, the last virtual stage ``last_extra`` longer

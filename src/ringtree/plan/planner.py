@@ -75,7 +75,7 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
     stage_layers(model, layout)  # pp <= layers
     if layout.ep > 1 and not model.moe:
         raise RingtreeError(f"ep={layout.ep} needs a mixture-of-experts model ({model.name} "
-                            "is dense)")  # fmt: skip
+                            "is dense)")
     if model.moe and model.experts % layout.ep:
         raise RingtreeError(f"ep={layout.ep} does not divide the {model.experts} experts")
     if layout.cp > 1 and (model.seq_len is None or model.seq_len % (2 * layout.cp)):
@@ -97,7 +97,7 @@ def timer_for(cluster: Cluster, training: Training) -> Timer | NcclTimer:
 def plan(
     model: Model, cluster: Cluster, strategy: Strategy | Layout, training: Training,
     timer: Timer | NcclTimer | None = None, with_verdict: bool = True,
-) -> Plan:  # fmt: skip
+) -> Plan:
     """Time every collective of one step of ``strategy`` and what compute hides of it; the
     verdict weighs the other data-parallel flavours of the same layout (priced as well)."""
     layout = strategy.resolve(cluster.gpus) if isinstance(strategy, Strategy) else strategy
@@ -110,7 +110,7 @@ def plan(
     mem: Memory | None = None
     if cluster.hardware is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
-                     training.attention, training.itemsize, training.framework)  # fmt: skip
+                     training.attention, training.itemsize, training.framework)
         need = mem.total
     else:
         need = model_state_bytes(model, layout, training.itemsize)
@@ -121,12 +121,12 @@ def plan(
         core = modelled_step(model, cluster, layout, training, timer, m)
         timed = timed_ops(core.priced, core.exposed)
         compute, bubble, opt, mb, peak = core.compute, core.bubble, core.optimizer, core.mb, (
-            dev.peak_flops)  # fmt: skip
+            dev.peak_flops)
     else:
         batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                      training.recompute == "full", training.framework == MEGATRON)  # fmt: skip
+                      training.recompute == "full", training.framework == MEGATRON)
         priced = price_ops(step_collectives(model, layout, batch), layout,
-                        cluster.gpus_per_node, timer, training.itemsize)  # fmt: skip
+                        cluster.gpus_per_node, timer, training.itemsize)
         mb, opt = None, 0.0
         compute = compute_time_s(model, cluster, training, global_batch)
         timed = given_step(priced, compute, m)
@@ -137,7 +137,7 @@ def plan(
     p = Plan(
         text, model, layout, m, timed, compute, bubble, need, cluster, training, "", mem,
         opt, flops, hw_flops, peak, mb,
-    )  # fmt: skip
+    )
     if not with_verdict:
         return p
 
@@ -176,7 +176,7 @@ def rank_key(p: Plan) -> tuple[bool, float]:
 def compare(
     model: Model, cluster: Cluster, strategies: list[Strategy], training: Training,
     skip_invalid: bool = False,
-) -> list[Plan]:  # fmt: skip
+) -> list[Plan]:
     """Plans of ``strategies``, best first (:func:`rank_key`); one Timer prices every call, so
     a call that several strategies share is priced once. With ``skip_invalid``, strategies
     that do not apply (a global batch that does not split over their dp) are left out."""

@@ -33,7 +33,7 @@ def _shaped(m: Model) -> Model:
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
-           seq: int, source: str) -> Model:  # fmt: skip
+           seq: int, source: str) -> Model:
     return _shaped(
         Model(
             name,
@@ -47,7 +47,7 @@ def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, v
             ffn=ffn,
             vocab=vocab,
             gated=True,
-        )  # fmt: skip
+        )
     )
 
 
@@ -82,10 +82,10 @@ PRESETS: dict[str, Model] = {
         source="DeepSeek-V3's sizes (DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', "
         "Sec. 4.2) with ordinary attention (128 heads of 128) in place of MLA",
     )),
-}  # fmt: skip
+}
 
 ALIASES = {"deepseek-v3": "deepseek-v3-like", "llama2-7b": "7b", "llama2-13b": "13b",
-           "llama2-70b": "70b", "mixtral": "mixtral-8x7b"}  # fmt: skip
+           "llama2-70b": "70b", "mixtral": "mixtral-8x7b"}
 
 
 def get_model(name: str) -> Model:

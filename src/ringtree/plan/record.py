@@ -165,7 +165,7 @@ class Plan:
         """Tokens per step (None without a sequence length)."""
         s = self.model.seq_len
         return None if s is None else s * self.micro_batches * self.layout.dp * (
-            self.training.micro_batch)  # fmt: skip
+            self.training.micro_batch)
 
     def _utilisation(self, flops: float | None) -> float | None:
         step = self.step_time_s
@@ -236,4 +236,4 @@ class Plan:
             "gpu_memory_bytes": self.cluster.gpu_memory_bytes,
             "fits_memory": self.fits_memory, "fits": self.fits_memory,
             "verdict": self.verdict,
-        }  # fmt: skip
+        }

@@ -86,7 +86,7 @@ class SearchResult:
             "considered": self.considered, "fitting": self.fitting,
             "objective": self.objective, "limits": self.limits, "nodes": list(self.nodes),
             "plans": [p.to_json() for p in self.plans],
-        }  # fmt: skip
+        }
 
 
 def _powers(limit: int) -> list[int]:
@@ -112,17 +112,17 @@ class _Group:
 def _groups(
     model: Model, cluster: Cluster, training: Training, nodes: int, fixed_b: int | None,
     allowed: tuple[str, ...] = FLAVORS,
-) -> Iterator[_Group]:  # fmt: skip
+) -> Iterator[_Group]:
     """The space of the module doc on ``nodes`` nodes, flavours (of ``allowed``) and
     recomputation apart."""
     assert model.layers and model.seq_len and model.heads
     gpus = nodes * cluster.gpus_per_node
     layers = model.layers
     tps = [t for t in _powers(cluster.gpus_per_node)
-           if model.heads % t == 0 and model.kv % t == 0]  # fmt: skip
+           if model.heads % t == 0 and model.kv % t == 0]
     megatron = training.framework == MEGATRON  # DeepSpeed's pipeline: no interleaving, no sp
     cps = [c for c in _powers(model.seq_len // MIN_CP_TOKENS or 1)
-           if (model.seq_len % (2 * c) == 0 and megatron) or c == 1]  # fmt: skip
+           if (model.seq_len % (2 * c) == 0 and megatron) or c == 1]
     flavors = FLAVORS if megatron else ("ddp", "zero1")  # nor ZeRO-2/3 with a pipeline
     batch = training.global_batch
     for tp in tps:
@@ -158,7 +158,7 @@ def _groups(
 
 def candidates(model: Model, cluster: Cluster, training: Training, nodes: int,
                fixed_b: int | None, fixed_rc: str | None,
-               flavors: tuple[str, ...] = FLAVORS) -> Iterator[Candidate]:  # fmt: skip
+               flavors: tuple[str, ...] = FLAVORS) -> Iterator[Candidate]:
     """Every configuration on ``nodes`` nodes of ``cluster`` (module doc)."""
     recs = [fixed_rc] if fixed_rc else list(RECOMPUTE)
     for g in _groups(model, cluster, training, nodes, fixed_b, flavors):
@@ -212,23 +212,23 @@ class _Scorer:
         model, tr, get = self.model, self.variant(g.b, rc), self._get
         lay0 = Layout("ddp", g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
         acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activation_memory(
-            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework))  # fmt: skip
+            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework))
         limit = cluster.gpu_memory_bytes - acts  # type: ignore[operator]
         base = (g.tp, g.cp, g.pp, g.dp, g.ep)
         fitting = []
         for f in g.flavors:
             lay = Layout(f, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
             states = get(("s", f, *base), lambda lay=lay: sum(
-                state_memory(model, lay, tr.itemsize, tr.framework)))  # fmt: skip
+                state_memory(model, lay, tr.itemsize, tr.framework)))
             if states <= limit:  # type: ignore[operator]
                 fitting.append(lay)
         if not fitting:
             return []
         gpn = cluster.gpus_per_node
         mb: MicroBatch = get(("m", g.tp, g.cp, g.sp, g.ep, g.pp, g.b, rc), lambda: micro_batch(
-            model, lay0, g.b, rc, tr.attention, self.dev))  # type: ignore[assignment]  # fmt: skip
+            model, lay0, g.b, rc, tr.attention, self.dev))  # type: ignore[assignment]
         waits = get(("w", *base, g.v, g.sp, g.b, rc), lambda: per_micro_batch(
-            model, lay0, tr, self.timer, gpn, g.m, mb)[2])  # fmt: skip
+            model, lay0, tr, self.timer, gpn, g.m, mb)[2])
         pipe = (g.m + (g.pp - 1) / g.v) * (mb.forward + mb.backward + waits)  # type: ignore[operator]
         out = []
         for lay in fitting:
@@ -248,7 +248,7 @@ def search(
     model: Model, cluster: Cluster, training: Training, top: int = 5, objective: str = "time",
     fixed_micro_batch: bool = False, fixed_recompute: bool = False,
     flavors: tuple[str, ...] = FLAVORS,
-) -> SearchResult:  # fmt: skip
+) -> SearchResult:
     """Every configuration, the fitting ones timed, the best ``top`` planned (module doc);
     ``flavors``: the ZeRO stages tried."""
     if objective not in OBJECTIVES:
@@ -299,7 +299,7 @@ def search(
         timer = scorer.timer if cand.nodes == cluster.nodes else None
         plans.append(plan(model, sub, cand.layout, tr, timer))
     return SearchResult(considered, len(scored), plans, limits(plans[0]) if plans else "",
-                        objective, tuple(node_counts))  # fmt: skip
+                        objective, tuple(node_counts))
 
 
 def limits(p: Plan) -> str:
@@ -308,7 +308,7 @@ def limits(p: Plan) -> str:
     if not step:
         return ""
     parts: dict[str, float] = {"compute": p.compute_s or 0.0, "pipeline bubble": p.bubble_s,
-                               "optimizer step": p.optimizer_s}  # fmt: skip
+                               "optimizer step": p.optimizer_s}
     for c in p.collectives:
         if c.exposed_s > 0:
             name = f"exposed {c.op.group.upper()} communication"
@@ -316,6 +316,6 @@ def limits(p: Plan) -> str:
     shown = ", ".join(
         f"{k} {format_percent(v / step, exact=False)}"
         for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v / step >= 0.005
-    )  # fmt: skip
+    )
     have = format_bytes(p.cluster.gpu_memory_bytes)
     return f"{shown}; memory {format_bytes(p.memory_bytes_per_gpu)} of {have}"

@@ -64,4 +64,4 @@ def micro_batch(
     return MicroBatch(
         layers * fwd + out_f, layers * (bwd + extra) + out_b, layers, wgrad,
         att, 2.5 * att if attention == "flash" else 2 * att,
-    )  # fmt: skip
+    )

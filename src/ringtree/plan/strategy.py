@@ -151,7 +151,7 @@ def parse_strategy(text: str) -> Strategy:
     return Strategy(
         text.strip(), flavor or "ddp", degrees.get("dp"), tp, pp, sp,
         degrees.get("cp", 1), degrees.get("ep", 1), v,
-    )  # fmt: skip
+    )
 
 
 def candidate_strategies(gpus: int, gpus_per_node: int, layers: int | None) -> list[Strategy]:

@@ -65,7 +65,7 @@ def step_events(p: Plan) -> list[Event]:
         )
     if p.compute_s is None:
         raise RingtreeError("a picture of the step needs its compute: give --compute, "
-                            "--tflops/--mfu or a cluster as built (--cluster PRESET)")  # fmt: skip
+                            "--tflops/--mfu or a cluster as built (--cluster PRESET)")
     if p.micro is not None:
         fwd_c, bwd_c = p.micro.forward, p.micro.backward
     else:
@@ -85,7 +85,7 @@ def step_events(p: Plan) -> list[Event]:
         events.append(Event(sp.stage, COMPUTE, kind, label, sp.start_s, comp))
         if wait > 0:
             events.append(Event(sp.stage, COMM, COMM, f"{label} waits for TP/CP/EP",
-                                sp.start_s + comp, wait))  # fmt: skip
+                                sp.start_s + comp, wait))
         if lay.pp > 1 and send > 0:
             last = sp.kind == F and sp.stage == lay.pp - 1 and sp.chunk == v - 1
             first = sp.kind == B and sp.stage == 0 and sp.chunk == 0
@@ -139,5 +139,5 @@ def _data_parallel(p: Plan, timeline: list, ends: list[float], last_bwd: float) 
         done_all = max(done_all, t)
     if p.optimizer_s > 0:
         out += [Event(i, COMPUTE, OPTIMIZER, "optimizer step", done_all, p.optimizer_s)
-                for i in range(len(ends))]  # fmt: skip
+                for i in range(len(ends))]
     return out

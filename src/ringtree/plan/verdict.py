@@ -126,7 +126,7 @@ def _does_not_fit(plan: Plan, other: Alternative) -> str:
     over = format_bytes(plan.memory_bytes_per_gpu - plan.cluster.gpu_memory_bytes)
     parts = plan.memory.to_json()
     largest = max(("weights", "gradients", "optimizer", "activations"),
-                  key=lambda k: parts[f"{k}_bytes"])  # fmt: skip
+                  key=lambda k: parts[f"{k}_bytes"])
     found = _fits_with(plan, other)
     fix = (
         f"it fits with {found[0]} ({format_bytes(found[1].memory_bytes_per_gpu)}, "

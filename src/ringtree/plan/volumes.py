@@ -142,7 +142,7 @@ class CommOp:
 def _even(
     op: str, col: Collective | None, group: str, size: int, calls: int, rounds: int,
     window: str | None, source: str, kind: str = "", phase: str = "",
-) -> CommOp:  # fmt: skip
+) -> CommOp:
     kind = kind or ("" if col is not None else SEND)
     return CommOp(op, col, group, size, calls, size, rounds, window, source, kind, phase)
 
@@ -150,14 +150,14 @@ def _even(
 def _bucketed(
     op: str, col: Collective, group: str, total_bytes: int, itemsize: int, bucket_bytes: int,
     rounds: int, window: str | None, source: str,
-) -> CommOp:  # fmt: skip
+) -> CommOp:
     """``total_bytes`` in buckets of ``bucket_bytes`` (element-aligned), the last smaller."""
     bucket = (bucket_bytes // itemsize) * itemsize
     if bucket <= 0 or bucket >= total_bytes:
         return _even(op, col, group, total_bytes, 1, rounds, window, source)
     n = math.ceil(total_bytes / bucket)
     return CommOp(op, col, group, bucket, n, total_bytes - (n - 1) * bucket, rounds, window,
-                  source)  # fmt: skip
+                  source)
 
 
 def stage_layers(model: Model, layout: Layout) -> int:
@@ -238,7 +238,7 @@ def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
 
 def _data_parallel(
     flavor: str, grads: int, layers: int, batch: Batch, group: str, suffix: str
-) -> list[CommOp]:  # fmt: skip
+) -> list[CommOp]:
     m, p = batch.micro_batches, batch.itemsize
     bucket = batch.bucket_bytes
     if bucket is None:
@@ -246,7 +246,7 @@ def _data_parallel(
     if flavor == "ddp":
         ar = Collective.ALL_REDUCE
         return [_bucketed(f"all-reduce grads{suffix}", ar, group, grads, p, bucket, 1,
-                          BACKWARD, DDP)]  # fmt: skip
+                          BACKWARD, DDP)]
     if flavor in ("zero1", "zero2"):
         rs, ag = Collective.REDUCE_SCATTER, Collective.ALL_GATHER
         rs_rounds = 1 if flavor == "zero1" else m
@@ -254,7 +254,7 @@ def _data_parallel(
             _bucketed(f"reduce-scatter grads{suffix}", rs, group, grads, p, bucket, rs_rounds,
                       BACKWARD, ZERO),
             _bucketed(f"all-gather params{suffix}", ag, group, grads, p, bucket, 1, None, ZERO),
-        ]  # fmt: skip
+        ]
     unit = math.ceil(grads / layers / p) * p  # one layer's shard
     ag, rs = Collective.ALL_GATHER, Collective.REDUCE_SCATTER
     return [
@@ -269,15 +269,15 @@ def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) ->
     recomputation repeats the forward; as many backward, beside the weight gradients."""
     if layout.sp:  # (name, collective) forward, then backward
         pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER),
-                 ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER)]  # fmt: skip
+                 ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER)]
         source = SEQ_PAR
     else:
         pairs, source = [("all-reduce activations (tp {})", Collective.ALL_REDUCE)], MEGATRON
     fwd_source = source if fwd == 1 else f"{source}; {RECOMPUTE}"
     forward = [_even(name.format("fwd"), col, TP, act, 2 * fwd * layers, m, None, fwd_source,
-                     phase=FORWARD) for name, col in pairs]  # fmt: skip
+                     phase=FORWARD) for name, col in pairs]
     backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
-                      phase=BACKWARD) for name, col in pairs]  # fmt: skip
+                      phase=BACKWARD) for name, col in pairs]
     return forward + backward
 
 
@@ -295,7 +295,7 @@ def _context_parallel(model: Model, layout: Layout, batch: Batch, layers: int) -
               ATTENTION, RING_ATTENTION, phase=FORWARD),
         _even("send keys+values+grads (cp bwd)", None, CP, 2 * block, (cp - 1) * layers, m,
               ATTENTION_BWD, RING_ATTENTION, phase=BACKWARD),
-    ]  # fmt: skip
+    ]
 
 
 def alltoall_bytes(model: Model, layout: Layout, batch: Batch) -> int:
@@ -318,7 +318,7 @@ def _expert_parallel(model: Model, layout: Layout, batch: Batch, layers: int) ->
               MOE, ALL_TO_ALL, FORWARD),
         _even("all-to-all dispatch+combine (ep bwd)", None, EP, size, 2 * moe, m, None, MOE,
               ALL_TO_ALL, BACKWARD),
-    ]  # fmt: skip
+    ]
 
 
 def model_state_bytes(model: Model, layout: Layout, itemsize: int) -> int:

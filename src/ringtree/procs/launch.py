@@ -141,7 +141,7 @@ def launch(
                 for r in range(n):
                     e = {**base, "RANK": str(r), "WORLD_SIZE": str(n), "LOCAL_RANK": str(r),
                          "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1",
-                         "MASTER_PORT": port}  # fmt: skip
+                         "MASTER_PORT": port}
                     if shared:
                         e.setdefault("NCCL_SOCKET_IFNAME", loopback_interface())
                         e["NCCL_HOSTID"] = f"ringtree-{port}-rank{r}"
@@ -207,7 +207,7 @@ def launch_body(
         path = Path(tmp) / "config.json"
         path.write_text(json.dumps({**config, "backend": backend}))
         return launch(n, backend, ["-m", "ringtree.procs.rank", body, str(path)],
-                      timeout_s=timeout_s, env=env)  # fmt: skip
+                      timeout_s=timeout_s, env=env)
 
 
 def gpu_count() -> int:
@@ -223,7 +223,7 @@ def _start(cmd: list[str], env: dict[str, str], stderr: Any) -> subprocess.Popen
     return subprocess.Popen(
         cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def _wait_all(procs: list[subprocess.Popen], timeout_s: float, tmp: Path, n: int) -> bool:

@@ -160,21 +160,21 @@ def run_processes(
     if col is Collective.BARRIER:  # it moves nothing, whatever the size
         count = size_bytes = 0
     name, chunks = calls.resolve(col, algorithm.strip().lower(), n_ranks, count, itemsize, root,
-                                 n_chunks, kind=backend)  # fmt: skip
+                                 n_chunks, kind=backend)
     sched = calls.schedule(col, name, n_ranks, root, chunks, ranks_per_node)  # validates
     config = {
         "backend": backend, "collective": col.value, "size_bytes": size_bytes, "dtype": dt,
         "itemsize": itemsize, "algorithm": name, "n_chunks": chunks, "op": rop.value,
         "root": root, "iters": iters, "timeout_s": timeout_s, "check": check,
         "kill_rank": kill_rank, "ranks_per_node": ranks_per_node,
-    }  # fmt: skip
+    }
     if backend == "mpi":
         _require_mpi4py()
     shares_gpus = backend == "nccl" and n_ranks > _require_gpus()
     startup_s = 30.0 + 3.0 * n_ranks
     total_s = startup_s + timeout_s * (iters + 3)
     outcome = launch_body(n_ranks, backend, "ringtree.procs.run:run_rank", config,
-                          timeout_s=total_s)  # fmt: skip
+                          timeout_s=total_s)
     if not outcome.ok:
         raise RunFailed(outcome.failure_message(total_s))
     results = [r.result or {} for r in outcome.ranks]
@@ -283,7 +283,7 @@ def run_rank(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
     kw: dict[str, Any] = {
         "algorithm": cfg["algorithm"], "timeout": cfg["timeout_s"], "n_chunks": cfg.get("n_chunks"),
         "ranks_per_node": cfg.get("ranks_per_node"), "slice_bytes": cfg.get("slice_bytes"),
-    }  # fmt: skip
+    }
 
     def fresh() -> tuple[Any, Any]:  # each call gets the input anew (all-reduce is in place)
         return call_buffers(col, copy_buffer(x), count, n, rank, root)

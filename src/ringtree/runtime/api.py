@@ -87,7 +87,7 @@ def _call(
     options: CallOptions | Options, roots: tuple[int | None, int | None, str] | None = None,
     outputs: list[Any] | None = None, after: Any = None, splits: calls.RankSplits | None = None,
     before: Any = None,
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     g, opts = _member(group, options, col.value)
     if g is None:
         return None
@@ -106,7 +106,7 @@ def _call(
 def all_reduce(
     tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op: bool = False,
     **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """All-reduce ``tensor`` in place: afterwards every rank holds op(x_0, ..., x_{N-1}).
 
     Example, N=2, SUM: rank 0 [1, 2], rank 1 [10, 20] -> both [11, 22]. Cost with the ring:
@@ -118,7 +118,7 @@ def all_reduce(
 def reduce_scatter(
     output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,  # noqa: A002
     async_op: bool = False, **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Reduce ``input`` (S elements, every rank) and leave block r of the result in rank r's
     ``output`` (blocks as np.array_split; S/N each when N divides S). ``input`` is untouched.
 
@@ -134,14 +134,14 @@ def reduce_scatter(
         with _refusing(g, Collective.REDUCE_SCATTER, opts, op):
             whole = buffers.concat(parts, g.size, "reduce-scatter input")
         return _call(Collective.REDUCE_SCATTER, whole, output, op, g, async_op, opts,
-                     before=lambda: buffers.fill_from(whole, parts))  # fmt: skip
+                     before=lambda: buffers.fill_from(whole, parts))
     return _call(Collective.REDUCE_SCATTER, input, output, op, group, async_op, options)
 
 
 def all_gather(
     output: Any, input: Any, group: Any = None, async_op: bool = False,  # noqa: A002
     **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Concatenate every rank's ``input`` (block r of ``output``) into every ``output``, like
     ``all_gather_into_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps,
     (N-1)/N * S bytes sent per rank. ``output`` may also be a list of N tensors that receive
@@ -155,35 +155,35 @@ def all_gather(
     with _refusing(g, Collective.ALL_GATHER, opts):
         whole = buffers.concat(parts, g.size, "all-gather output")
     return _call(Collective.ALL_GATHER, input, whole, None, g, async_op, opts,
-                 outputs=parts, after=lambda: buffers.split_into(whole, parts))  # fmt: skip
+                 outputs=parts, after=lambda: buffers.split_into(whole, parts))
 
 
 def broadcast(
     tensor: Any, src: int | None = None, group: Any = None, async_op: bool = False,
     group_src: int | None = None, **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Copy the root's ``tensor`` into every rank's ``tensor``; the root is ``src`` (a global
     rank) or ``group_src`` (a rank of the group), as in torch.distributed. Chain: N-1 steps
     pipelined over chunks; S bytes sent by every rank but one."""
     return _call(Collective.BROADCAST, tensor, None, None, group, async_op, options,
-                 roots=(src, group_src, "src"))  # fmt: skip
+                 roots=(src, group_src, "src"))
 
 
 def reduce(
     tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: Any = None,
     async_op: bool = False, group_dst: int | None = None, **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Reduce every rank's ``tensor`` into the root's ``tensor``; the root is ``dst`` (a
     global rank) or ``group_dst`` (a rank of the group). The other ranks' tensors are left
     unchanged. Chain: S bytes sent by every rank but the root."""
     return _call(Collective.REDUCE, tensor, None, op, group, async_op, options,
-                 roots=(dst, group_dst, "dst"))  # fmt: skip
+                 roots=(dst, group_dst, "dst"))
 
 
 def collective(
     col: Collective | str, input: Any, output: Any = None, op: Any = ReduceOp.SUM,  # noqa: A002
     root: int = 0, group: Any = None, async_op: bool = False, **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Any of the collectives by name, for drivers that loop over them (the bench, tests):
     ``input``/``output`` as the named function takes them (``output`` None for the in-place
     ones; all-to-all as ``all_to_all_single``'s, even blocks; gather's ``output`` the root's
@@ -215,7 +215,7 @@ def all_to_all_single(
     output: Any, input: Any, output_split_sizes: Sequence[int] | None = None,  # noqa: A002
     input_split_sizes: Sequence[int] | None = None, group: Any = None, async_op: bool = False,
     **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Send block d of ``input`` to rank d; ``output`` receives block s from every rank s, in
     rank order. Blocks are rows of dim 0: ``input_split_sizes[d]`` rows for rank d,
     ``output_split_sizes[s]`` from rank s (rank s's input split for this rank); without
@@ -245,13 +245,13 @@ def all_to_all_single(
     except RingtreeError as e:
         calls.refuse(g, Collective.ALL_TO_ALL, None, 0, opts, e)
     return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
-                 splits=splits)  # fmt: skip
+                 splits=splits)
 
 
 def all_to_all(
     output_tensor_list: Sequence[Any], input_tensor_list: Sequence[Any], group: Any = None,
     async_op: bool = False, **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Send ``input_tensor_list[d]`` to rank d, receive rank s's into ``output_tensor_list[s]``
     (any sizes, as long as each rank's tensor for d matches d's for it). Costs one copy in
     and one out: the tensors travel as one all-to-all with split sizes (linear).
@@ -264,20 +264,20 @@ def all_to_all(
         for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
             if len(parts) != g.size:
                 raise RingtreeError(f"{what} holds {len(parts)} tensors: expected one per "
-                                    f"rank ({g.size})")  # fmt: skip
+                                    f"rank ({g.size})")
         whole_in = buffers.join(ins, "input_tensor_list")
         whole_out = buffers.join(outs, "output_tensor_list")
     splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
     return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, opts,
                  outputs=outs, after=lambda: buffers.split_into(whole_out, outs),
-                 splits=splits, before=lambda: buffers.fill_from(whole_in, ins))  # fmt: skip
+                 splits=splits, before=lambda: buffers.fill_from(whole_in, ins))
 
 
 def gather(
     tensor: Any, gather_list: Sequence[Any] | None = None, dst: int | None = None,
     group: Any = None, async_op: bool = False, group_dst: int | None = None,
     **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Collect every rank's ``tensor`` into the root's ``gather_list`` (element r from rank
     r); the root is ``dst`` (a global rank) or ``group_dst`` (default: global rank 0, as in
     torch), and only it gives ``gather_list``, N tensors of ``tensor``'s size. Example, N=2:
@@ -290,7 +290,7 @@ def scatter(
     tensor: Any, scatter_list: Sequence[Any] | None = None, src: int | None = None,
     group: Any = None, async_op: bool = False, group_src: int | None = None,
     **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Give rank r ``scatter_list[r]`` of the root, in its ``tensor``; the root is ``src`` (a
     global rank) or ``group_src`` (default: global rank 0), and only it gives
     ``scatter_list``, N tensors of ``tensor``'s size. Example, N=2: root [[1], [2]] -> [1]
@@ -301,7 +301,7 @@ def scatter(
 def barrier(
     group: Any = None, async_op: bool = False, device_ids: Sequence[int] | None = None,
     **options: Unpack[CallOptions],
-) -> Work | None:  # fmt: skip
+) -> Work | None:
     """Return once every rank of the group has called it. Dissemination: ceil(log2 N) rounds
     of one message per rank, each sent once its sender has heard the rounds before, so no
     rank leaves before all have entered; the messages are empty (one byte over NCCL, whose
@@ -320,7 +320,7 @@ def barrier(
 
 
 def _member(group: Any, options: CallOptions | Options,
-            what: str) -> tuple[Group | None, Options]:  # fmt: skip
+            what: str) -> tuple[Group | None, Options]:
     """The call's Group (None, with torch's warning, on a rank that is not a member) and its
     Options, made once."""
     opts = options if type(options) is Options else Options.make(options)
@@ -336,7 +336,7 @@ def _root(given: int | None, in_group: int | None) -> tuple[int | None, int | No
 
 
 def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
-            async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
+            async_op: bool, options: CallOptions) -> Work | None:
     """Gather with ``parts`` the root's list of tensors or one whole buffer (None elsewhere)."""
     g, opts = _member(group, options, "gather")
     if g is None:
@@ -355,16 +355,16 @@ def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group:
         whole = buffers.concat(outs, g.size, "gather_list") if outs else None
     if not mine:
         return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
-                     async_op, opts, roots=roots)  # fmt: skip
+                     async_op, opts, roots=roots)
     if outs is None:  # one whole buffer (api.collective)
         return _call(Collective.GATHER, tensor, parts, None, g, async_op, opts,
-                     roots=roots)  # fmt: skip
+                     roots=roots)
     return _call(Collective.GATHER, tensor, whole, None, g, async_op, opts, roots=roots,
-                 outputs=outs, after=lambda: buffers.split_into(whole, outs))  # fmt: skip
+                 outputs=outs, after=lambda: buffers.split_into(whole, outs))
 
 
 def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
-             async_op: bool, options: CallOptions) -> Work | None:  # fmt: skip
+             async_op: bool, options: CallOptions) -> Work | None:
     """Scatter with ``parts`` the root's list of tensors or one whole buffer."""
     g, opts = _member(group, options, "scatter")
     if g is None:
@@ -378,11 +378,11 @@ def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group
         whole = buffers.concat(ins, g.size, "scatter_list") if ins else None
     if not mine:
         return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
-                     async_op, opts, roots=roots)  # fmt: skip
+                     async_op, opts, roots=roots)
     if ins is None:  # one whole buffer (api.collective)
         return _call(Collective.SCATTER, parts, tensor, None, g, async_op, opts, roots=roots)
     return _call(Collective.SCATTER, whole, tensor, None, g, async_op, opts, roots=roots,
-                 before=lambda: buffers.fill_from(whole, ins))  # fmt: skip
+                 before=lambda: buffers.fill_from(whole, ins))
 
 
 @contextmanager
@@ -399,14 +399,14 @@ def _require_parts(parts: Any, what: str, role: str) -> None:
     """RingtreeError unless the root gave its list (or whole buffer) of per-rank tensors."""
     if parts is None or (isinstance(parts, list | tuple) and not parts):
         raise RingtreeError(f"{what} must be given on the {role} rank, one tensor per rank "
-                            "(as in torch.distributed)")  # fmt: skip
+                            "(as in torch.distributed)")
 
 
 def _check_rows(shape: tuple[int, ...], n: int, what: str) -> None:
     """RingtreeError when a tensor of 2+ dims has rows (dim 0) not a multiple of N."""
     if len(shape) > 1 and shape[0] % n:
         raise RingtreeError(f"{what} has {shape[0]} rows (dim 0), not a multiple of the group "
-                            f"size {n}: give {what}_split_sizes")  # fmt: skip
+                            f"size {n}: give {what}_split_sizes")
 
 
 def _split_elems(x: Any, sizes: Sequence[int] | None, n: int, what: str) -> tuple[int, ...]:

@@ -60,7 +60,7 @@ def choose(
 def _choose(
     collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int, env: str,
     kind: str,
-) -> tuple[str, int | None]:  # fmt: skip
+) -> tuple[str, int | None]:
     """:func:`choose`, kept per call shape (each rank asks once per shape, DDP once per
     bucket and step)."""
     link = link_for(kind)
@@ -70,7 +70,7 @@ def _choose(
 def explain(
     collective: Collective, n_ranks: int, nbytes: int, itemsize: int, root: int, algo_env: str,
     kind: str,
-) -> str:  # fmt: skip
+) -> str:
     """Why "auto" picks what it picks: the competing predicted times on the link assumed, and
     any RINGTREE_ALGO in force (for the decision log)."""
     link = link_for(kind)

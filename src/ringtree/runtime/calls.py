@@ -63,7 +63,7 @@ class CallPlan:
 def resolve(
     col: Collective, algorithm: str, n: int, count: int, itemsize: int, root: int = 0,
     n_chunks: int | None = None, kind: str = "gloo", algo_env: str | None = None,
-) -> tuple[str, int | None]:  # fmt: skip
+) -> tuple[str, int | None]:
     """``(algorithm, n_chunks)`` a call runs: "auto" resolved for a ``kind`` transport by
     :mod:`ringtree.runtime.auto` (every rank gets the same answer for the same call).
     ``algo_env``: the RINGTREE_ALGO value to honour (None: the environment's)."""
@@ -117,7 +117,7 @@ def call(
             raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
         key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y),
                buffers.numel(x), buffers.numel(y), y is x, op, root, opts.algorithm,
-               opts.n_chunks, opts.ranks_per_node, opts.slice_bytes, splits)  # fmt: skip
+               opts.n_chunks, opts.ranks_per_node, opts.slice_bytes, splits)
         # the shape whose first call is checked: split sizes are data (module doc)
         shape = key if splits is None else (*key[:6], "splits", *key[8:-1])
         try:
@@ -170,7 +170,7 @@ def call(
             recorder if recorder is not None and recorder.messages else None,
         )
         execute(plan.program, group.transport, kernels_for(x), plan.op or ReduceOp.SUM, x, y,
-                group.size, ctx)  # fmt: skip
+                group.size, ctx)
         if recorder is not None:
             sent, received, messages = (
                 a - b for a, b in zip(group.transport.counters(), counted, strict=True)
@@ -178,7 +178,7 @@ def call(
             recorder.calls.append(CallRecord(
                 group.rank, group.size, col.value, plan.algorithm, plan.n_chunks, plan.count,
                 plan.itemsize, sent, received, messages, start, recorder.clock(), tuple(marks),
-            ))  # fmt: skip
+            ))
         if after is not None:
             after()
 
@@ -188,7 +188,7 @@ def call(
 def make_plan(
     group: Group, col: Collective, x: Any, y: Any, op: Any, root: int, opts: Options,
     splits: RankSplits | None = None,
-) -> CallPlan:  # fmt: skip
+) -> CallPlan:
     """Validate the call, resolve the algorithm, compile the rank's program, log it."""
     rop = parse_op(op) if col.reduces else None
     size = validate(col, x, y, rop, root, group.size, group.rank, splits)
@@ -198,7 +198,7 @@ def make_plan(
         name, chunks = (DIRECT if opts.algorithm == AUTO else opts.algorithm), opts.n_chunks
     else:
         name, chunks = resolve(col, opts.algorithm, group.size, count, itemsize, root,
-                               opts.n_chunks, group.kind, group.settings.algo)  # fmt: skip
+                               opts.n_chunks, group.kind, group.settings.algo)
     rpn = opts.ranks_per_node
     if rpn is None and name == "hierarchical":
         rpn = group.ranks_per_node
@@ -212,14 +212,14 @@ def make_plan(
     in_place = y is x or col is Collective.ALL_GATHER
     prog = compile_program(s, group.rank, size, itemsize, in_place=in_place,
                            slice_bytes=slice_bytes,
-                           in_place_min_bytes=group.transport.in_place_from())  # fmt: skip
+                           in_place_min_bytes=group.transport.in_place_from())
     sig = fingerprint.CallSignature(
         col, count if isinstance(size, int) else -1, dtype_name(x), rop, name,
         root if col.has_root else None, chunks, slice_bytes,
         splits=None if splits is None else (*splits[0], *splits[1]),
-    )  # fmt: skip
+    )
     plan = CallPlan(col, name, chunks, count, itemsize, rop, root, s, prog, sig,
-                    f"{col.value} ({name})")  # fmt: skip
+                    f"{col.value} ({name})")
     if log.info_enabled():
         log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
     return plan
@@ -250,20 +250,20 @@ def describe(group: Group, plan: CallPlan, opts: Options, slice_bytes: int) -> s
     nbytes = plan.count * plan.itemsize
     dtype = plan.signature.dtype
     head = (f"{plan.collective.value} of {plan.count} {dtype} ({nbytes} B) on {group.size} "
-            f"ranks ({group.name}, {group.kind}): algorithm {plan.algorithm}")  # fmt: skip
+            f"ranks ({group.name}, {group.kind}): algorithm {plan.algorithm}")
     if opts.algorithm == AUTO:
         why = auto.explain(plan.collective, group.size, nbytes, plan.itemsize, plan.root,
-                           group.settings.algo, group.kind)  # fmt: skip
+                           group.settings.algo, group.kind)
     else:
         why = "asked for by the caller"
     biggest = max((p[2] - p[1] for o in plan.program.sends if (p := o.post)), default=0)
     biggest *= plan.itemsize
     return (f"{head} ({why}); {plan.schedule.n_steps} steps, chunks {plan.n_chunks or 'default'}"
-            f", largest message {biggest} B (slices of up to {slice_bytes} B)")  # fmt: skip
+            f", largest message {biggest} B (slices of up to {slice_bytes} B)")
 
 
 def refuse(group: Group, col: Collective, op: Any, root: int, opts: Options,
-           error: RingtreeError) -> NoReturn:  # fmt: skip
+           error: RingtreeError) -> NoReturn:
     """Raise ``error``, why this rank cannot make the call: as it is when checks are off or
     the group has one rank, else as a MismatchError once the peers have been told (a
     "rejected" fingerprint, sent in turn after the group's earlier calls), so that they fail
@@ -276,7 +276,7 @@ def refuse(group: Group, col: Collective, op: Any, root: int, opts: Options,
 
 
 def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
-            timeout_s: float) -> None:  # fmt: skip
+            timeout_s: float) -> None:
     """Send a "rejected" fingerprint so that the peers raise MismatchError naming this rank
     (their own MismatchError names it too; this rank's own error is the one it raises)."""
     try:
@@ -284,7 +284,7 @@ def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
     except RingtreeError:
         rop = None
     bad = fingerprint.CallSignature(col, 0, "", rop, opts.algorithm, root, opts.n_chunks, 0,
-                                    False)  # fmt: skip
+                                    False)
     with contextlib.suppress(MismatchError, PeerError):
         fingerprint.exchange(group.transport, bad, timeout_s)
 
@@ -292,7 +292,7 @@ def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
 def validate(
     col: Collective, x: Any, y: Any, op: ReduceOp | None, root: int, n: int, rank: int,
     splits: RankSplits | None = None,
-) -> Size:  # fmt: skip
+) -> Size:
     """Check the call's buffers; return the payload of the layout: the element count of the
     full layout (gather, scatter: N x one rank's block), one rank's input (all-to-all), or an
     all-to-all's Splits as this rank knows them."""
@@ -353,7 +353,7 @@ def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | Non
         return count
     sent, received = splits
     for what, sizes, total, side in (("input", sent, count, "sends"),
-                                     ("output", received, got, "receives")):  # fmt: skip
+                                     ("output", received, got, "receives")):
         if len(sizes) != n or any(v < 0 for v in sizes):
             raise RingtreeError(
                 f"{what}_split_sizes {list(sizes)} must hold {n} sizes >= 0 (what this rank "

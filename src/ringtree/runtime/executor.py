@@ -74,7 +74,7 @@ def execute(
     bufs = (inbuf, outbuf, scratch)
     if transport.grouped:
         _run_grouped(prog, transport, kernels, op, bufs, _waiter(prog, transport, ctx, deadline),
-                     ctx)  # fmt: skip
+                     ctx)
         for (sb, slo, shi), (db, dlo, dhi) in prog.untouched:  # never moved: copied over
             kernels.copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
     else:  # the tape copies them while the first messages fly
@@ -213,11 +213,11 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
 
 
 def _record(rec: Recorder | None, prog: Program, kind: str, o: Any, nbytes: int,
-            start_s: float) -> None:  # fmt: skip
+            start_s: float) -> None:
     """Append the event of SendOp/RecvOp ``o`` (``kind``) from ``start_s`` until now."""
     assert rec is not None
     rec.events.append(TraceEvent(rec.rank, kind, o.step + 1, o.chunk, o.peer, nbytes, start_s,
-                                 rec.clock(), prog.phases[o.step]))  # fmt: skip
+                                 rec.clock(), prog.phases[o.step]))
 
 
 def _parts(prog: Program) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
@@ -259,7 +259,7 @@ def _waiter(prog: Program, transport: Transport, ctx: Context, deadline: float) 
 
 
 def _peer_error(prog: Program, transport: Transport, ctx: Context, error: Exception, peer: int,
-                step: int, sending: bool) -> PeerError:  # fmt: skip
+                step: int, sending: bool) -> PeerError:
     """What a failed wait for a message to or from ``peer`` in ``step`` says."""
     rank = transport.rank
     phase = f" ({prog.phases[step]})" if prog.phases[step] else ""
@@ -267,8 +267,8 @@ def _peer_error(prog: Program, transport: Transport, ctx: Context, error: Except
     if isinstance(error, TransportTimeout):
         what = f"rank {peer} did not take its data" if sending else f"nothing came from rank {peer}"
         msg = (f"{where}: {what} within the {ctx.timeout_s:g} s timeout (rank {peer} died, "
-               "hangs, or called a different collective or size)")  # fmt: skip
+               "hangs, or called a different collective or size)")
     else:
         msg = (f"{where}: the connection to rank {peer} broke (rank {peer} died or failed "
-               f"first): {error}")  # fmt: skip
+               f"first): {error}")
     return PeerError(msg, rank=rank, peer=peer, step=step + 1)

@@ -131,14 +131,14 @@ def _check_splits(control: Transport, sig: CallSignature, timeout_s: float) -> N
     mine = np.array(sig.splits, dtype=np.int64)  # 2 N sizes: validate refused other lengths
     table = _share(control, mine, timeout_s, "split sizes before all-to-all")
     bad = [(s, d, int(table[s][d]), int(table[d][n + s]))
-           for s in range(n) for d in range(n) if table[s][d] != table[d][n + s]]  # fmt: skip
+           for s in range(n) for d in range(n) if table[s][d] != table[d][n + s]]
     if not bad:
         return
     involved = Counter(r for s, d, _, _ in bad for r in {s, d})
     top = max(involved.values())
     odd = sorted(r for r, k in involved.items() if k == top)
     pairs = "; ".join(f"rank {s} sends rank {d} {a} elements (input_split_sizes), rank {d} "
-                      f"expects {b} (output_split_sizes)" for s, d, a, b in bad[:4])  # fmt: skip
+                      f"expects {b} (output_split_sizes)" for s, d, a, b in bad[:4])
     more = f" and {len(bad) - 4} more pairs" if len(bad) > 4 else ""
     raise MismatchError(
         f"rank {rank}: ranks disagree on the all-to-all's split sizes: {pairs}{more}",
@@ -171,7 +171,7 @@ def _share(
         raise PeerError(
             f"rank {rank}: {what}: nothing came from {_ranks(missing)} within the "
             f"{timeout_s:g} s timeout{why}", rank=rank, peer=missing[0], step=0,
-        )  # fmt: skip
+        )
     return table
 
 

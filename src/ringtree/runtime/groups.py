@@ -298,7 +298,7 @@ def _make(handle: Any, settings: Settings, timeout_s: float) -> Group:
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS")
         name = "COMM_WORLD" if handle == MPI.COMM_WORLD else f"communicator of {len(ranks)}"
         return Group(MpiTransport.open(handle), settings, ranks, name,
-                     nodes_of(ranks, _int(local)))  # fmt: skip
+                     nodes_of(ranks, _int(local)))
     import torch.distributed as dist
 
     from ringtree.runtime.torch_dist import open_torch

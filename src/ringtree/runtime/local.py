@@ -211,7 +211,7 @@ def run_local(
             else:
                 out = np.empty(sum(splits.received(r)), dtype=x.dtype)
                 api.all_to_all_single(out, x, list(splits.received(r)), list(splits.sent(r)),
-                                      **kw)  # fmt: skip
+                                      **kw)
             return out
         if col is Collective.GATHER:
             parts = [np.empty(x.size, dtype=x.dtype) for _ in range(n)] if r == root else None

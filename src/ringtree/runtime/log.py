@@ -32,7 +32,7 @@ class _Format(logging.Formatter):
         level = "WARN" if record.levelname == "WARNING" else record.levelname
         rank = getattr(record, "rank", "?")
         return (f"{_HOST}:{record.process}:{record.thread} [{rank}] ringtree {level} "
-                f"{record.getMessage()}")  # fmt: skip
+                f"{record.getMessage()}")
 
 
 _HOST = socket.gethostname().split(".")[0]

@@ -141,5 +141,5 @@ def _slice(value: Any) -> int | None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 2**30:
         raise RingtreeError(f"slice_bytes must be a whole number of bytes from 1 to 2**30, "
-                            f"got {value!r}")  # fmt: skip
+                            f"got {value!r}")
     return value

@@ -235,7 +235,7 @@ def compile_program(
     # Pass 1: this rank's operations in program order, per step (sends, then receives).
     # per step: sends (peer, region, chunk, reduces?), receives (peer, region, reduces?, chunk)
     steps: list[tuple[list[tuple[int, tuple[int, int], int, bool]],
-                      list[tuple[int, tuple[int, int], bool, int]]]] = []  # fmt: skip
+                      list[tuple[int, tuple[int, int], bool, int]]]] = []
     last_write: dict[tuple[int, int], int] = {}
     n_recv = 0
     for step in s.steps:
@@ -297,7 +297,7 @@ def compile_program(
                 finals = [last_write[rcv[q][1]] == base + q and rcv[q][1] in kept for q in parts]
                 dests = [home(rcv[q][3], rcv[q][1]) for q in parts]
                 dest_readers = [tuple(si for si, _ in readers.get(d, [])) if d else ()
-                                for d in dests]  # fmt: skip
+                                for d in dests]
                 # a big copy lands in place over data sent in an earlier step once that send
                 # is done (posted in a later step than the send's: no deadlock), and a big
                 # partial sum goes to its place once the sends that read it are; small ones
@@ -306,7 +306,7 @@ def compile_program(
                 big = nbytes >= threshold
                 earlier = big and all(sends[si].step < k for dr in dest_readers for si in dr)
                 direct = (not is_reduce and all(finals) and _side_by_side(dests)
-                          and (earlier or not any(dest_readers)))  # fmt: skip
+                          and (earlier or not any(dest_readers)))
                 waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
                 recycled = ring and is_reduce and big
                 if recycled:
@@ -342,18 +342,18 @@ def compile_program(
                 post_after = max(p[2] for p in parts)
             acc = now(chunk, r) if is_reduce else None
             recvs.append(RecvOp(peer, k, chunk, land, is_reduce, acc, out, post_after,
-                                apply_sends, lead, post, waits if post else ()))  # fmt: skip
+                                apply_sends, lead, post, waits if post else ()))
             r_steps.append(k)
             final = last_write[r] == base + j and r in kept
             h = home(chunk, r)
             loc[r] = h if h is not None and (final or (is_reduce and out == h)) else land
             written[r] = base + j
     result = tuple(place(INPUT if in_place else OUTPUT, out_pos, c, r)
-                   for c in outputs for r in slices[c])  # fmt: skip
+                   for c in outputs for r in slices[c])
     untouched = () if in_place else tuple(
         (place(INPUT, in_pos, c, r), place(OUTPUT, out_pos, c, r))
         for c in outputs for r in slices[c] if r not in written
-    )  # fmt: skip
+    )
     return Program(
         rank=rank,
         n_steps=len(s.steps),

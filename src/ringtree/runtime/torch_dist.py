@@ -112,11 +112,11 @@ class TorchTransport(Transport):
             self.bytes_sent += self.nbytes(buf)
             self.messages_sent += 1
             ops.append(dist.P2POp(dist.isend, _bytes(buf), group=self.group, tag=TAG,
-                                  group_peer=peer))  # fmt: skip
+                                  group_peer=peer))
         for buf, peer in recvs:
             self.bytes_received += self.nbytes(buf)
             ops.append(dist.P2POp(dist.irecv, _bytes(buf), group=self.group, tag=TAG,
-                                  group_peer=peer))  # fmt: skip
+                                  group_peer=peer))
         try:
             return list(dist.batch_isend_irecv(ops)) if ops else []
         except RuntimeError as e:
@@ -242,7 +242,7 @@ def _rendezvous(store: Any, rank: int, size: int, timeout_s: float, ranks: list[
             f"{who}, which did not make it within the {timeout_s:g} s timeout (died, hangs, or "
             "called something else)",
             rank=rank, peer=missing[0], step=0,
-        )  # fmt: skip
+        )
 
 
 def _private_gloo(store: Any, purpose: str, rank: int, size: int, timeout_s: float) -> Any:

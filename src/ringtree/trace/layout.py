@@ -96,7 +96,7 @@ def _circle(n: int, radius: float, x0: float = 0.0) -> list[tuple[float, float]]
         (x0 + radius * math.cos(2 * math.pi * i / n - math.pi / 2),
          radius * math.sin(2 * math.pi * i / n - math.pi / 2))
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def _tree_positions(
@@ -165,7 +165,7 @@ def geometry(s: Schedule, layout: str) -> Geometry:
         xs, ys = [centres[r][0] for r in ranks], [centres[r][1] for r in ranks]
         x0, y0 = min(xs) - box_w / 2 - 14, min(ys) - box_h / 2 - 30
         frames.append((x0, y0, max(xs) + box_w / 2 + 14 - x0, max(ys) + box_h / 2 + 12 - y0,
-                       f"node {j}"))  # fmt: skip
+                       f"node {j}"))
     return Geometry(centres, box_w, box_h, cell_w, max(width, 220.0), height, frames)
 
 

@@ -45,7 +45,7 @@ MAX_CHUNKS = 64
 CHUNK_COLOURS = (
     "#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#332288", "#117733",
     "#999933", "#882255", "#44AA99", "#DDCC77",
-)  # fmt: skip
+)
 INK, MUTED, FONT = "#222222", "#666666", "Helvetica, Arial, sans-serif"
 SVG_NS = "http://www.w3.org/2000/svg"
 
@@ -117,9 +117,9 @@ def _arrow(
     label = f"c{chunk}"
     w = 8 + 7 * len(label)
     _el(arrow, "rect", x=mx - w / 2, y=my - 8.0, width=w, height=16, rx=8, fill="white",
-        stroke=colour, stroke_width=1.4)  # fmt: skip
+        stroke=colour, stroke_width=1.4)
     _el(arrow, "text", label, x=mx, y=my + 4.0, text_anchor="middle", font_family=FONT,
-        font_size=11, font_weight="bold", fill=colour)  # fmt: skip
+        font_size=11, font_weight="bold", fill=colour)
 
 
 def _rank_box(
@@ -130,9 +130,9 @@ def _rank_box(
     x0, y0 = cx - geo.box_w / 2, cy - geo.box_h / 2
     box = _el(g, "g", class_="rank")
     _el(box, "rect", x=x0, y=y0, width=geo.box_w, height=geo.box_h, rx=7, fill="#F7F7F7",
-        stroke="#555555", stroke_width=1.3)  # fmt: skip
+        stroke="#555555", stroke_width=1.3)
     _el(box, "text", f"rank {rank}", x=cx, y=y0 + 15.0, text_anchor="middle", font_family=FONT,
-        font_size=12, font_weight="bold", fill=INK)  # fmt: skip
+        font_size=12, font_weight="bold", fill=INK)
     n_bits = full.bit_count()
     cell_h, step = 20.0, geo.cell_w + 2
     left = cx - (len(held) * step - 2) / 2
@@ -144,13 +144,13 @@ def _rank_box(
         cell = _el(box, "g", class_="cell")
         _el(cell, "title", f"rank {rank}, chunk {c}: {mask.bit_count()} of {n_bits} inputs")
         _el(cell, "rect", x=x, y=top, width=geo.cell_w, height=cell_h, fill="white",
-            stroke=colour, stroke_width=1.0)  # fmt: skip
+            stroke=colour, stroke_width=1.0)
         if share:
             h = cell_h * share
             _el(cell, "rect", x=x, y=top + cell_h - h, width=geo.cell_w, height=h, fill=colour)
         if c in written:
             _el(cell, "rect", x=x - 1.5, y=top - 1.5, width=geo.cell_w + 3, height=cell_h + 3,
-                fill="none", stroke=INK, stroke_width=1.6)  # fmt: skip
+                fill="none", stroke=INK, stroke_width=1.6)
 
 
 def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
@@ -172,9 +172,9 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
         step = s.steps[k - 1] if k else None
         svg = _el(None, "svg", xmlns=SVG_NS, width=geo.width, height=geo.height,
                   viewBox=f"0 0 {_fmt(geo.width)} {_fmt(geo.height)}",
-                  class_="panel step" if step else "panel start", data_step=k)  # fmt: skip
+                  class_="panel step" if step else "panel start", data_step=k)
         _el(svg, "rect", width=geo.width, height=geo.height, rx=10, fill="white",
-            stroke="#DDDDDD")  # fmt: skip
+            stroke="#DDDDDD")
         title = (
             f"step {k} of {s.n_steps}"
             + (f" · {step.phase}" if step.phase else "")
@@ -183,9 +183,9 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
             else "before step 1"
         )
         _el(svg, "text", title, x=14.0, y=22.0, font_family=FONT, font_size=14,
-            font_weight="bold", fill=INK)  # fmt: skip
+            font_weight="bold", fill=INK)
         _el(svg, "text", caption(s, k), x=14.0, y=39.0, font_family=FONT, font_size=12,
-            fill=MUTED)  # fmt: skip
+            fill=MUTED)
         written = {r: set() for r in range(s.n_ranks)}
         if step:
             seen: dict[tuple[int, int], int] = {}
@@ -193,9 +193,9 @@ def step_panels(s: Schedule, layout: str = "auto") -> list[ET.Element]:
                 written[t.dst].add(t.chunk)
         for x, y, w, h, label in geo.frames:
             _el(svg, "rect", x=x, y=y, width=w, height=h, rx=14, fill="none", stroke="#AAAAAA",
-                stroke_dasharray="5 4", class_="node")  # fmt: skip
+                stroke_dasharray="5 4", class_="node")
             _el(svg, "text", label, x=x + 10, y=y + 17, font_family=FONT, font_size=12,
-                fill=MUTED)  # fmt: skip
+                fill=MUTED)
         for r in range(s.n_ranks):
             _rank_box(svg, geo, r, held[r], full, written[r])
         if step:
@@ -213,11 +213,11 @@ LEGEND_W, LEGEND_H = 760.0, 70.0
 def legend_svg(s: Schedule) -> ET.Element:
     """The key to the pictures of ``s``, as an ``<svg>`` of LEGEND_W x LEGEND_H."""
     g = _el(None, "svg", xmlns=SVG_NS, width=LEGEND_W, height=LEGEND_H, class_="legend",
-            viewBox=f"0 0 {_fmt(LEGEND_W)} {_fmt(LEGEND_H)}")  # fmt: skip
+            viewBox=f"0 0 {_fmt(LEGEND_W)} {_fmt(LEGEND_H)}")
     text = {"font_family": FONT, "font_size": 12, "fill": INK}
     _el(g, "path", d="M 0 8 L 34 8", stroke=INK, stroke_width=2.6)
     _el(g, "text", "reduce: the receiver combines the chunk into its own", x=42.0, y=12.0,
-        **text)  # fmt: skip
+        **text)
     _el(g, "path", d="M 360 8 L 394 8", stroke=INK, stroke_width=2.2, stroke_dasharray="6 4")
     _el(g, "text", "copy: the receiver stores the chunk", x=402.0, y=12.0, **text)
     _el(g, "text", "chunks:", x=0.0, y=36.0, **text)
@@ -227,7 +227,7 @@ def legend_svg(s: Schedule) -> ET.Element:
     if s.n_chunks > len(CHUNK_COLOURS):
         _el(g, "text", "(colours repeat)", x=52.0 + 40 * len(CHUNK_COLOURS), y=36.0, **text)
     _el(g, "text", "a cell's fill: the share of the ranks' inputs that the chunk holds (full: "
-        "complete); outlined: written in this step", x=0.0, y=60.0, **text)  # fmt: skip
+        "complete); outlined: written in this step", x=0.0, y=60.0, **text)
     return g
 
 
@@ -246,10 +246,10 @@ def schedule_svg(s: Schedule, *, layout: str = "auto", columns: int | None = Non
     legend_y = top + rows * (ph + gap) + 4
     height = legend_y + LEGEND_H + 6
     root = _el(None, "svg", xmlns=SVG_NS, width=width, height=height,
-               viewBox=f"0 0 {_fmt(width)} {_fmt(height)}")  # fmt: skip
+               viewBox=f"0 0 {_fmt(width)} {_fmt(height)}")
     _el(root, "rect", width=width, height=height, fill="#FCFCFC")
     _el(root, "text", schedule_title(s), x=PAD, y=28.0, font_family=FONT, font_size=18,
-        font_weight="bold", fill=INK)  # fmt: skip
+        font_weight="bold", fill=INK)
     for i, panel in enumerate(panels):
         panel.set("x", _fmt(PAD + (i % cols) * (pw + gap)))
         panel.set("y", _fmt(top + (i // cols) * (ph + gap)))

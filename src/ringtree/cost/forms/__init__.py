@@ -47,7 +47,7 @@ def form_of(collective: Collective, algorithm: str, n_ranks: int) -> ClosedForm:
 def estimate(
     collective: Collective, algorithm: str, n_ranks: int, count: int, itemsize: int,
     spec: BuildSpec | None = None,
-) -> Estimate:  # fmt: skip
+) -> Estimate:
     """The closed-form Estimate of a registered ``algorithm``, its spec resolved as the builder's
     is (RingtreeError if the algorithm or its closed form is missing)."""
     spec = get_algorithm(collective, algorithm).resolve(spec or BuildSpec())

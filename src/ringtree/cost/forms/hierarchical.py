@@ -31,10 +31,10 @@ def hierarchical_all_reduce(n: int, count: int, itemsize: int, spec: BuildSpec) 
     cost = {}
     if g > 1:
         cost[INTRA] = Terms(2 * (g - 1), 2 * (g - 1) * block * itemsize,
-                            (g - 1) * block * itemsize)  # fmt: skip
+                            (g - 1) * block * itemsize)
     if m > 1:
         cost[INTER] = Terms(2 * (m - 1), 2 * (m - 1) * piece * itemsize,
-                            (m - 1) * piece * itemsize)  # fmt: skip
+                            (m - 1) * piece * itemsize)
     if not cost:
         cost[INTRA] = Terms(0, 0, 0)
     # Local rank l sends every block but its own (reduce-scatter) and every block but l+1's

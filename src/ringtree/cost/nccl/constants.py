@@ -16,7 +16,7 @@ NCCL_NAMES = {
     "tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
     "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT",
     "ll": "LL", "ll128": "LL128", "simple": "Simple", "p2p": "P2P",
-}  # fmt: skip
+}
 
 #: baseLat[algo][proto], us (tuning.cc:134-137 at 2.27.7; PAT's row added in 2.30.7)
 BASE_LAT = {
@@ -47,7 +47,7 @@ HW_LAT = {
         "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0),
         "nvls_tree": (0.0, 0.0, 20.9), "pat": (0.0, 0.0, 14.0),
     },
-}  # fmt: skip
+}
 
 #: Per-architecture caps, columns for 1 node / 2 nodes / more (tuning.cc:165-189 at 2.27.7;
 #: Blackwell rows and perChMaxNVLSTreeBw from 2.30.7). llMaxBw: the whole LL operation's bus
@@ -56,19 +56,19 @@ HW_LAT = {
 LL_MAX_BW = {
     "volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0),
     "hopper": (141.0, 45.0, 35.0), "blackwell": (2 * 141.0, 2 * 45.0, 2 * 35.0),
-}  # fmt: skip
+}
 LL_MAX_BW_BY_CPU = {"intel": LL_MAX_BW["volta"], "amd": LL_MAX_BW["ampere"]}
 PER_CH_MAX_RING_LL128_BW = {
     "volta": (20.0,) * 3, "ampere": (20.0,) * 3, "hopper": (36.7,) * 3, "blackwell": (40.0,) * 3,
-}  # fmt: skip
+}
 PER_CH_MAX_TREE_LL128_BW = {
     "volta": (20.0,) * 3, "ampere": (20.0,) * 3, "hopper": (36.7, 36.7, 29.0),
     "blackwell": (55.6, 31.67, 20.0),
-}  # fmt: skip
+}
 PER_CH_MAX_TREE_BW = {
     "volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0),
     "blackwell": (70.0, 42.8, 24.0),
-}  # fmt: skip
+}
 PER_CH_MAX_NVLS_TREE_BW = {"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)}
 #: NVLS efficiency of the switch reduction (tuning.cc:139-144 at 2.30.7)
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
@@ -90,7 +90,7 @@ TREE_CORRECTION = {
               .9, .9, 1.0, 1.0),
     "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
                .8, .9, .9),
-}  # fmt: skip
+}
 #: Ring Simple AllReduce across nodes: latency x1.4 ("plateau effect"; x1.9 before SM80)
 RING_PLATEAU_FACTOR = 1.4
 
@@ -107,7 +107,7 @@ SEARCH_SPEEDS_NET = {
     "hopper": (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12),
     "blackwell": (96, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24,
                   0.12),
-}  # fmt: skip
+}
 #: Most search channels of a ring graph (MAXCHANNELS/2; device.h:87); NVLS heads per arch
 #: (NVLS_NCHANNELS_SM90, _SM100; src/transport/nvls.cc:147-149)
 MAX_SEARCH_CHANNELS = 32

@@ -56,7 +56,7 @@ class Switches:
                        for r in self.ranges],
             "switches": [{"size_bytes": b.lo_bytes, "from": a.choice, "to": b.choice}
                          for a, b in zip(self.ranges, self.ranges[1:], strict=False)],
-        }  # fmt: skip
+        }
 
 
 def _name(e: tuner.Entry) -> str:
@@ -66,7 +66,7 @@ def _name(e: tuner.Entry) -> str:
 def switch_points(
     collective: Collective, topo: Topology, settings: tuner.Settings, lo_bytes: int,
     hi_bytes: int, *, itemsize: int = 1, per_octave: int = 4, params: Params = DEFAULT,
-) -> Switches:  # fmt: skip
+) -> Switches:
     """NCCL's picks from ``lo_bytes`` to ``hi_bytes`` (multiples of ``itemsize``), each
     switch found to the element (module doc). RingtreeError when the environment leaves
     NCCL nothing to run."""
@@ -82,9 +82,9 @@ def switch_points(
     # pick can switch there and back between two samples (dgx-h100, 4 nodes: NVLSTree/Simple
     # from 7,903,820 B to 2^23 - 1 inside Tree/LL128's range): each edge is sampled both sides
     edges = ((2**b - 1) // itemsize + d for b in range((hi * itemsize).bit_length() + 1)
-             for d in (0, 1))  # fmt: skip
+             for d in (0, 1))
     counts = sorted({lo, hi, *(round(lo * 2 ** (i / per_octave)) for i in range(steps + 1)),
-                     *edges})  # fmt: skip
+                     *edges})
     counts = [c for c in counts if lo <= c <= hi]
     picks = [pick(c) for c in counts]
     ranges: list[Range] = []
@@ -104,4 +104,4 @@ def switch_points(
             predict_on(collective, c * itemsize, topo, settings, params, [e]).time_s for c in counts
         ]
     return Switches(collective, topo.n_ranks, topo.nodes, ranges,
-                    [c * itemsize for c in counts], times)  # fmt: skip
+                    [c * itemsize for c in counts], times)

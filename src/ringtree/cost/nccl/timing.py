@@ -65,15 +65,15 @@ class Params:
     net_efficiency: tuple[tuple[str, float], ...] = (
         ("ib", 0.927), ("roce", 0.927), ("efa", 0.85), ("tcpxo", 0.858), ("tcpx", 0.858),
         ("tcp", 0.6),
-    )  # fmt: skip
+    )
     net_hop_us: tuple[tuple[str, float], ...] = (
         ("ib", 5.0), ("roce", 6.0), ("efa", 23.0), ("tcpxo", 50.0), ("tcpx", 50.0),
         ("tcp", 60.0),
-    )  # fmt: skip
+    )
     net_simple_step_us: tuple[tuple[str, float], ...] = (
         ("ib", 14.0), ("roce", 14.0), ("efa", 14.0), ("tcpxo", 411.0), ("tcpx", 411.0),
         ("tcp", 411.0),
-    )  # fmt: skip
+    )
 
     def efficiency(self, network: str) -> float:
         """Share of the NICs' line rate a collective's traffic reaches on ``network``."""
@@ -138,7 +138,7 @@ class NcclCall:
             "nccl": self.nccl_name, "host_s": self.host_s, "latency_s": self.latency_s,
             "bandwidth_s": self.bandwidth_s,
             "nccl_tuner_time_s": None if math.isnan(self.nccl_time_s) else self.nccl_time_s,
-        }  # fmt: skip
+        }
 
 
 def intra_busbw(topo: Topology, p: Params) -> float:
@@ -177,7 +177,7 @@ STEP_PAYLOAD = {"ll": 32 * 1024, "ll128": 576_000, "simple": 512 * 1024}
 
 
 def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: int,
-                     settings: tuner.Settings) -> int:  # fmt: skip
+                     settings: tuner.Settings) -> int:
     """The chunk a tree pipelines (``calcCollChunking``, src/enqueue.cc): one step's payload;
     LL128 halves it (to 128 KiB, then to 32 KiB) while the call has fewer than ``64 s / ppn``
     (then ``16 s / ppn``) chunks per channel, ``s = 1 + log2 nodes + ppn / 10``; an NVLS tree
@@ -205,7 +205,7 @@ def tree_chunk_bytes(entry: tuner.Entry, nbytes: int, topo: Topology, channels: 
 
 
 def smooth_chunk_bytes(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
-                       settings: tuner.Settings) -> float:  # fmt: skip
+                       settings: tuner.Settings) -> float:
     """NVLS's (or an NVLS tree's) chunk for a call, made continuous in the size: NCCL's chunk
     (:func:`nvls_chunk_bytes`, :func:`tree_chunk_bytes`) is a step function of the size, so
     a model whose efficiency follows it exactly makes a call one byte past a step ~10 %
@@ -250,7 +250,7 @@ def _steps_of(chunk: Callable[[int], int]) -> list[tuple[int, int]]:
 
 
 def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
-                 channels: int, settings: tuner.Settings) -> float:  # fmt: skip
+                 channels: int, settings: tuner.Settings) -> float:
     """The time a pipelined tree needs to fill: every hop but the last waits for a chunk
     (one step's payload, or the channel's whole share when smaller) before passing it on;
     a ring's steps carry S/N each, so its formula already holds this. Depth in hops: up and
@@ -271,7 +271,7 @@ def tree_fill_us(entry: tuner.Entry, size: int, topo: Topology, bus_GBps: float,
 
 
 def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topology,
-          settings: tuner.Settings, p: Params) -> float:  # fmt: skip
+          settings: tuner.Settings, p: Params) -> float:
     """The bus bandwidth (GB/s) the chosen algorithm and protocol reach (module doc)."""
     n, nodes = topo.n_ranks, topo.nodes
     intra = intra_busbw(topo, p)
@@ -339,13 +339,13 @@ def predict(
 def predict_on(
     col: Collective, size_bytes: int, topo: Topology, settings: tuner.Settings,
     params: Params = DEFAULT, entries: list[tuner.Entry] | None = None,
-) -> NcclCall:  # fmt: skip
+) -> NcclCall:
     """:func:`predict` on a topology already worked out (a sweep reuses it)."""
     n = topo.n_ranks
     host = topo.cluster.launch_us or params.host_us
     if n == 1:
         return NcclCall(col, size_bytes, 1, topo.nodes, "ring", "simple", 1, host * 1e-6,
-                        host * 1e-6, 0.0, 0.0, 0.0, 0.0)  # fmt: skip
+                        host * 1e-6, 0.0, 0.0, 0.0, 0.0)
     if col in p2p.P2P_COLLECTIVES:
         return _predict_p2p(col, size_bytes, topo, params, host)
     if col not in tuner.NCCL_COLLECTIVES:
@@ -366,7 +366,7 @@ def predict_on(
         col, size_bytes, n, topo.nodes, entry.algorithm, entry.protocol, channels, t_us * 1e-6,
         host * 1e-6,
         lat * 1e-6, band * 1e-6, bus, entry.time_us(col, size_bytes, topo) * 1e-6,
-    )  # fmt: skip
+    )
 
 
 def _predict_p2p(col: Collective, size: int, topo: Topology, p: Params, host: float) -> NcclCall:
@@ -385,4 +385,4 @@ def _predict_p2p(col: Collective, size: int, topo: Topology, p: Params, host: fl
     bus = size * bus_factor(col, topo.n_ranks) / (t_us * 1e-6)
     return NcclCall(col, size, topo.n_ranks, topo.nodes, "p2p", proto,
                     tuner.execution_channels(topo), t_us * 1e-6, host * 1e-6, lat * 1e-6,
-                    band * 1e-6, bus, math.nan)  # fmt: skip
+                    band * 1e-6, bus, math.nan)

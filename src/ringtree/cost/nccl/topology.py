@@ -155,5 +155,5 @@ def topology(cluster: Cluster, nodes: int, gpus_per_node: int | None = None) -> 
     tree = ring
     if nodes == 2:  # the search lets a tree's intra-node part run at up to twice the network's
         tree = Graph(ring.channels, min(2 * ring.bw_inter, total / ring.channels), ring.bw_inter,
-                     hw)  # fmt: skip
+                     hw)
     return Topology(cluster, nodes, g, nics, ring, tree, nvls)

@@ -33,7 +33,7 @@ NCCL_COLLECTIVES = {
     Collective.BROADCAST: "broadcast", Collective.REDUCE: "reduce",
     Collective.ALL_GATHER: "allgather", Collective.REDUCE_SCATTER: "reducescatter",
     Collective.ALL_REDUCE: "allreduce",
-}  # fmt: skip
+}
 _ALGO_BY_NCCL = {k.NCCL_NAMES[a].lower(): a for a in k.ALGORITHMS}
 _PROTO_BY_NCCL = {k.NCCL_NAMES[p].lower(): p for p in k.PROTOCOLS}
 
@@ -64,7 +64,7 @@ class Entry:
                 bw *= k.TREE_CORRECTION[self.protocol][i]
         plateau = nbytes / (execution_channels(topo) * topo.n_ranks) >= 64
         if (collective is Collective.ALL_REDUCE and self.algorithm == "ring"
-                and self.protocol == "simple" and topo.nodes > 1 and plateau):  # fmt: skip
+                and self.protocol == "simple" and topo.nodes > 1 and plateau):
             lat *= k.RING_PLATEAU_FACTOR if topo.cluster.gpu.sm >= 80 else 1.9
         return lat + nbytes / (1000.0 * bw)
 
@@ -150,7 +150,7 @@ def _ll_max(topo: Topology) -> float:
 def latency(
     collective: Collective, algorithm: str, protocol: str, topo: Topology,
     intra_scale: float = 1.0, net_extra_us: float = 0.0,
-) -> float:  # fmt: skip
+) -> float:
     """NCCL's latency of one call, us (see the module doc). ``intra_scale`` multiplies the
     base and intra-node terms; ``net_extra_us`` is added to each network step (0, 1: NCCL's
     own)."""
@@ -165,14 +165,14 @@ def latency(
         steps = _steps(collective, n)
         if collective in (Collective.BROADCAST, Collective.REDUCE):
             per = k.HW_LAT["net" if nodes > 1 else intra_hw]["tree" if protocol == "simple"
-                                                             else "ring"][p]  # fmt: skip
+                                                             else "ring"][p]
             return lat + steps * (per + net_extra_us if nodes > 1 else per * intra_scale)
         n_inter = 0 if nodes == 1 else (nodes - 1) * (2 if collective is
-                                                      Collective.ALL_REDUCE else 1)  # fmt: skip
+                                                      Collective.ALL_REDUCE else 1)
         overhead = 0.0
         if nodes > 1:
             overhead = k.NET_OVERHEAD.get(topo.cluster.cpu, 1.0) * (3 if protocol == "simple"
-                                                                    else 1)  # fmt: skip
+                                                                    else 1)
         return lat + (steps - n_inter) * max(intra, overhead) + n_inter * inter
     levels = int(math.log2(nodes)) if nodes > 1 else 0
     if algorithm == "tree":
@@ -211,7 +211,7 @@ class Settings:
         NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE (RingtreeError naming a bad value)."""
         names = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
                  "NCCL_PAT_ENABLE", "NCCL_NVLS_CHUNKSIZE",
-                 "NCCL_NVLSTREE_MAX_CHUNKSIZE")  # fmt: skip
+                 "NCCL_NVLSTREE_MAX_CHUNKSIZE")
         raw = {v: env[v] for v in names if env.get(v)}
         return cls(
             algos=_parse_list(raw["NCCL_ALGO"], _ALGO_BY_NCCL, "NCCL_ALGO")
@@ -225,7 +225,7 @@ class Settings:
             raw=raw,
             nvls_chunk=_bytes(raw, "NCCL_NVLS_CHUNKSIZE") or 128 * 1024,
             nvlstree_max_chunk=_bytes(raw, "NCCL_NVLSTREE_MAX_CHUNKSIZE"),
-        )  # fmt: skip
+        )
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, env: Mapping[str, str]) -> Settings:
@@ -267,11 +267,11 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str, frozens
             coll, body = "", entry
             if i:
                 raise RingtreeError(f"{var}={text!r}: only the first entry may omit the "
-                                    "collective (e.g. 'ring;allreduce:tree')")  # fmt: skip
+                                    "collective (e.g. 'ring;allreduce:tree')")
         coll = coll.strip().lower()
         if coll and coll not in NCCL_COLLECTIVES.values():
             raise RingtreeError(f"{var}={text!r}: unknown collective {coll!r}: expected "
-                                f"{', '.join(NCCL_COLLECTIVES.values())}")  # fmt: skip
+                                f"{', '.join(NCCL_COLLECTIVES.values())}")
         body = body.strip()
         negate = body.startswith("^")
         items = [x.strip().lower() for x in body.lstrip("^").split(",") if x.strip()]
@@ -279,7 +279,7 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str, frozens
         if bad or not (items or negate):  # a bare "^" excludes nothing, as in NCCL
             known = ", ".join(k.NCCL_NAMES[v] for v in sorted(every))
             raise RingtreeError(f"{var}={text!r}: unknown name {bad[0] if bad else body!r}: "
-                                f"expected some of {known}")  # fmt: skip
+                                f"expected some of {known}")
         chosen = frozenset(names[x] for x in items)
         allowed = every - chosen if negate else chosen
         for c in [coll] if coll else NCCL_COLLECTIVES.values():
@@ -288,7 +288,7 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str, frozens
 
 
 def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topology,
-            env: Settings) -> bool:  # fmt: skip
+            env: Settings) -> bool:
     """Whether NCCL would consider this pair (its defaults and the environment's say)."""
     name = NCCL_COLLECTIVES[collective]
     if env.algos is not None and algorithm not in env.algos.get(name, frozenset(k.ALGORITHMS)):
@@ -301,7 +301,7 @@ def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topolog
     if protocol == "ll128" and not named and (topo.ring.intra_hw != "nvlink" or c.gpu.sm < 70):
         return False
     if protocol != "simple" and algorithm in ("nvls", "nvls_tree", "pat", "collnet_direct",
-                                              "collnet_chain"):  # fmt: skip
+                                              "collnet_chain"):
         return False
     if collective in (Collective.BROADCAST, Collective.REDUCE):
         return algorithm == "ring"
@@ -340,7 +340,7 @@ def table(collective: Collective, topo: Topology, env: Settings) -> list[Entry]:
 
 
 def choose(collective: Collective, nbytes: int, topo: Topology, env: Settings,
-           entries: list[Entry] | None = None) -> Entry:  # fmt: skip
+           entries: list[Entry] | None = None) -> Entry:
     """NCCL's pick for one call of ``nbytes``: the lowest predicted time (first on ties);
     RingtreeError when the environment leaves nothing ("no algorithm/protocol available")."""
     entries = table(collective, topo, env) if entries is None else entries
