@@ -115,9 +115,12 @@ class TraceFile:
                 if len(self._buf) - self._pos > MAX_EVENT_CHARS:
                     raise self._malformed(f"a value over {MAX_EVENT_CHARS} characters "
                                           f"({e.msg})") from None
+                at = e.pos - self._pos  # from the value's start, which _more() keeps
                 if not self._more():
-                    cut = e.pos >= len(self._buf.rstrip()) or e.msg.startswith("Unterminated")
-                    raise (self._truncated() if cut else self._malformed(e.msg, e.pos)) from None
+                    cut = at >= len(self._buf.rstrip()) - self._pos or \
+                        e.msg.startswith("Unterminated")
+                    raise (self._truncated() if cut else
+                           self._malformed(e.msg, self._pos + at)) from None
                 continue
             if end < len(self._buf) or not self._more():  # a number may go on in the next chunk
                 self._pos = end
