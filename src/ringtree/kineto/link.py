@@ -60,7 +60,7 @@ def _numel(dims: Any) -> int | None:
     """Elements of a shape ``[a, b]`` or of a tensor list ``[[a], [b, c]]``; None for ``[]``
     (a list of tensor lists, which record_shapes does not record) or anything else."""
     if not isinstance(dims, list) or not dims:
-        return None if isinstance(dims, list) and dims == [] else None
+        return None
     if all(isinstance(d, int) for d in dims):
         return int(np.prod(dims, dtype=np.int64))
     parts = [_numel(d) for d in dims]

@@ -48,6 +48,10 @@ def _busbw(collective: str, size: int | None, n: int | None, seconds: float) -> 
     return size * bus_factor(Collective.parse(collective), n) / seconds
 
 
+def _gbps(bps: float | None) -> float | None:
+    return bps / 1e9 if bps else None
+
+
 def collective_rows(found: list[Instance], prices: dict[int, Priced]) -> list[dict[str, Any]]:
     """A row per (collective, size, group size, label), largest total time first."""
     groups: dict[tuple[object, ...], list[Instance]] = defaultdict(list)
@@ -69,7 +73,7 @@ def collective_rows(found: list[Instance], prices: dict[int, Priced]) -> list[di
             "predicted_s": p.time_s if p else None,
             "predicted_algorithm": p.algorithm if p else None,
             "ratio": med / p.time_s if p and p.time_s > 0 else None,
-            "busbw_gbps": (_busbw(kind, size, n, med) or 0) / 1e9 or None,
+            "busbw_gbps": _gbps(_busbw(kind, size, n, med)),
             "kernel": f"{statistics.mode(kernels)}_{statistics.mode(protos)}" if kernels and protos
             else None,
         })
