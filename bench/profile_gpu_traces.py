@@ -2,8 +2,8 @@
 the NCCL model (docs/profile.md, "A GPU trace, checked without a GPU").
 
 1. DeepSeek's published training profile (github.com/deepseek-ai/profile-data ``train.json``,
-   rank 0 of EP64 on H800s; the excerpt in tests/data/kineto, or the whole file with
-   ``--deepseek``). Its communication is DeepEP's dispatch and combine kernels, which record
+   rank 0 of EP64 on H800s, at commit 4496024; pass its path with ``--deepseek``: the
+   repository states no licence, so no copy of it is kept here). Its communication is DeepEP's dispatch and combine kernels, which record
    no sizes: their bytes follow from the publisher's words (constants below, each cited), and
    each is priced as the NCCL all-to-all that moves the same bytes between nodes, on dgx-h100
    x 8 nodes (an H800 node is an H100 node with NVLink cut down; DeepSeek's nodes have one
@@ -94,17 +94,18 @@ def _ms(x: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--deepseek", type=Path, default=DATA / "deepseek-train-ep64-rank0.json.gz",
-                    help="DeepSeek's train.json (default: the excerpt in tests/data/kineto)")
+    ap.add_argument("--deepseek", type=Path, help="DeepSeek's train.json, from "
+                    "github.com/deepseek-ai/profile-data (without it, only HTA's traces)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
-    out = {"deepseek": deepep(args.deepseek),
+    out = {"deepseek": deepep(args.deepseek) if args.deepseek else None,
            "hta_2gpu": hta("hta-nccl-a100-2gpu.json.gz", "dgx-a100", None),
            "hta_8gpu": hta("hta-trace-diff-a100-rank3.json.gz", "dgx-a100", None)}
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    d = out["deepseek"]
+    d = out["deepseek"] or {"trace": "DeepSeek's train.json not given (--deepseek PATH)",
+                            "cluster": "-", "rows": [], "steps": []}
     print(f"# {d['trace']}: DeepEP kernels as NCCL all-to-alls on {d['cluster']}")
     for r in d["rows"]:
         print(f"{r['collective']:16} {r['calls']:2} calls  {r['network_bytes'] / 1e6:6.1f} MB "

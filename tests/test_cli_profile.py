@@ -81,7 +81,7 @@ def test_what_if(capsys):
 
 
 def test_tables_print(capsys):
-    assert main(["profile", str(DATA / "deepseek-train-ep64-rank0.json.gz")]) == 0
+    assert main(["profile", str(DATA / "deepep-like-ep64.json.gz")]) == 0
     out = capsys.readouterr().out
     assert "all-to-all (DeepEP dispatch)" in out and "critical path" in out
 

@@ -99,8 +99,8 @@ def test_hta_old_nccl_sizes_from_annotations():
     assert all(c.kernel.startswith("ncclKernel_") for c in run.calls)
 
 
-def test_deepseek_deepep_kernels():
-    run = load_run([str(DATA / "deepseek-train-ep64-rank0.json.gz")])
+def test_deepep_kernels():
+    run = load_run([str(DATA / "deepep-like-ep64.json.gz")])
     labels = Counter(c.label for c in run.calls)
     assert labels == {"DeepEP dispatch": 8, "DeepEP combine": 8, "DeepEP cached_notify": 12,
                       "DeepEP notify_dispatch": 4}
