@@ -1,13 +1,13 @@
 """Benchmark: public GPU training traces read by ``ringtree profile``, every collective against
 the NCCL model (docs/profile.md, "A GPU trace, checked without a GPU").
 
-1. DeepSeek's published training profile (github.com/deepseek-ai/profile-data ``train.json``,
-   rank 0 of EP64 on H800s, at commit 4496024; pass its path with ``--deepseek``: the
-   repository states no licence, so no copy of it is kept here). Its communication is DeepEP's dispatch and combine kernels, which record
-   no sizes: their bytes follow from the publisher's words (constants below, each cited), and
-   each is priced as the NCCL all-to-all that moves the same bytes between nodes, on dgx-h100
-   x 8 nodes (an H800 node is an H100 node with NVLink cut down; DeepSeek's nodes have one
-   400 Gb/s ConnectX-7 per GPU, as dgx-h100 does, and an EP64 all-to-all over 8 nodes is bound
+1. DeepSeek's published training profile (github.com/deepseek-ai/profile-data ``train.json``, rank
+   0 of EP64 on H800s, at commit 4496024; pass its path with ``--deepseek``: the repository states
+   no licence, so no copy of it is kept here). Its communication is DeepEP's dispatch and combine
+   kernels, which record no sizes: their bytes follow from the publisher's words (constants below,
+   each cited), and each is priced as the NCCL all-to-all that moves the same bytes between nodes,
+   on dgx-h100 x 8 nodes (an H800 node is an H100 node with NVLink cut down; DeepSeek's nodes have
+   one 400 Gb/s ConnectX-7 per GPU, as dgx-h100 does, and an EP64 all-to-all over 8 nodes is bound
    by that network). DeepEP's own benchmark of the same setting is printed beside it.
 2. HTA's NCCL samples (github.com/facebookresearch/HolisticTraceAnalysis tests/data, MIT):
    ``nccl_parser_config`` (2 x A100, one DDP step, torch with record_param_comms' sizes) on
