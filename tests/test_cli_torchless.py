@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 NEEDS_TORCH = [
     ["run", "-n", "2", "all-reduce"],
@@ -24,6 +25,8 @@ WITHOUT_TORCH = [
     ["crossover", "all-reduce", "-n", "8", "--link", "ib-hdr"],
     ["plan", "--model", "7b", "--gpus", "16"],
     ["trace", "all-reduce", "-n", "4"],
+    ["profile", str(Path(__file__).parent / "data" / "kineto" / "cpu-3ranks"), "--cluster",
+     "dgx-h100"],
     ["--version"],
 ]
 

@@ -23,7 +23,7 @@ from ringtree.errors import RingtreeError
 # Command modules, in the order ``ringtree --help`` lists them.
 COMMANDS = [
     "trace", "demo", "run", "cost", "links", "clusters", "crossover", "plan", "lab", "bench",
-    "calibrate", "validate",
+    "calibrate", "validate", "profile",
 ]
 
 

@@ -4,6 +4,7 @@ PyTorch's all-reduce and then with ringtree's, and show each step's communicatio
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -68,6 +69,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "track per rank with steps, buckets and ringtree's sends/receives/reductions",
     )
     d.add_argument(
+        "--torch-profile",
+        metavar="DIR",
+        type=_profile_dir,
+        help="write torch.profiler's Kineto traces of the run with PyTorch's all-reduce to DIR, "
+        "one file per rank (rank0.json ...), for 'ringtree profile DIR' and ui.perfetto.dev",
+    )
+    d.add_argument(
         "--price-cluster-hour",
         type=A.non_negative_number,
         metavar="USD",
@@ -89,6 +97,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--json", action="store_true", help="print steps and summary as JSON")
     d.set_defaults(func=run)
+
+
+def _profile_dir(text: str) -> str:
+    """A folder the lab can write its traces to, made if missing (checked before any work)."""
+    folder = Path(text)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        A.check_writable(str(folder / "rank0.json"))
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot write to folder {text!r}: {e.strerror}") from None
+    except RingtreeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -122,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         trace=bool(args.trace),
         bucket_cap_mb=args.bucket_cap_mb,
+        torch_profile=str(Path(args.torch_profile).resolve()) if args.torch_profile else None,
     )
     messages = stderr_console()
     messages.print(
@@ -145,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
         n_slices = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
         messages.print(f"wrote {args.trace}: {n_slices} slices on {config.ranks} ranks",
                        soft_wrap=True)
+    if args.torch_profile:
+        messages.print(f"wrote {config.ranks} torch.profiler traces to {args.torch_profile} "
+                       f"(read them with 'ringtree profile {args.torch_profile}')", soft_wrap=True)
     if args.json:
         print_json({"config": _config_record(config), "steps": rows, "summary": summ,
                     "buckets": {run: [b for rr in ranks for b in rr.buckets]

@@ -28,8 +28,10 @@ from ringtree.procs.run import RunFailed
 RUNS = ("torch", "ringtree")
 #: "compute": no communication at all (each bucket is returned as it is), for measuring what
 #: the all-reduces add to a step (bench/lab_ddp.py); its ranks drift apart by design
+#: "profiled": DDP as it comes (its built-in all-reduce, no Python hook) under torch.profiler,
+#: for ``LabConfig.torch_profile``; it leaves the trace files and no result
 RUN_TITLES = {"torch": "PyTorch's all-reduce (gloo)", "ringtree": "ringtree's hook",
-              "compute": "no communication"}
+              "compute": "no communication", "profiled": "DDP profiled by torch.profiler"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,12 @@ class LabConfig:
     ranks: gloo processes. steps: optimizer steps per run. algorithm: ringtree's all-reduce
     algorithm (``auto`` or a name). seed: weights and data. trace: keep the engine's
     per-transfer events. corpus_tokens: length of the training stream. bucket_cap_mb: DDP's
-    bucket size cap (its default, 25). timeout_s: limit for the whole lab.
+    bucket size cap (its default, 25). timeout_s: limit for the whole lab. torch_profile: a
+    directory where a last run ("profiled") writes torch.profiler's Kineto traces, one file
+    per rank (``rank{r}.json``; None: no such run). It runs DDP with its own all-reduce and no
+    Python hook: gloo's span of a collective in the trace ends after the callbacks of the
+    collective's future (ProcessGroupGloo ends its record function in ``Work::finish``, after
+    ``markCompleted``), so a recording hook's Python would count as communication.
     """
 
     ranks: int = 2
@@ -51,6 +58,7 @@ class LabConfig:
     bucket_cap_mb: float = 25.0
     timeout_s: float = 300.0
     tutor: TutorConfig = field(default_factory=TutorConfig)
+    torch_profile: str | None = None
 
 
 @dataclass
@@ -85,20 +93,24 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from ringtree.integrations.ddp import comm_hook, recording
+    from ringtree.lab.profiled import Profiled
     from ringtree.lab.tutor import build_tutor, optimizer
 
     cfg = config.tutor
     stream = corpus(config.seed, config.corpus_tokens)
     model = DDP(build_tutor(config.seed, cfg), bucket_cap_mb=config.bucket_cap_mb)
+    hook: Any = None
     if run == "torch":
-        hook: Any = recording()
+        hook = recording()
     elif run == "compute":
         hook = recording(_no_communication, label="none")
-    else:
+    elif run != "profiled":
         hook = comm_hook(config.algorithm, trace=config.trace)
-    model.register_comm_hook(None, hook)
+    if hook is not None:
+        model.register_comm_hook(None, hook)
     opt = optimizer(model, cfg)
     losses, starts, ends, b_starts, b_ends = [], [], [], [], []
+    profiler = Profiled(config, rank) if run == "profiled" else None
     for step in range(config.steps):
         starts.append(time.perf_counter())
         x, y = batch(stream, config.seed, step, rank, cfg.batch_size, cfg.context)
@@ -113,8 +125,13 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
         opt.step()
         losses.append(float(loss.item()))
         ends.append(time.perf_counter())
+        if profiler is not None:
+            profiler.step()
+    if profiler is not None:
+        profiler.finish()
     events = list(getattr(hook, "events", []))
-    return RankRun(rank, run, losses, starts, ends, [r.record() for r in hook.records],
+    records = hook.records if hook is not None else []
+    return RankRun(rank, run, losses, starts, ends, [r.record() for r in records],
                    _flat_params(model.module), events, b_starts, b_ends)
 
 
@@ -179,7 +196,8 @@ def lab_rank(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:
 
 def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
     """Train ``runs`` on ``config.ranks`` local gloo processes (each rank runs
-    :func:`lab_rank` under the one rank main); see the module doc.
+    :func:`lab_rank` under the one rank main), then the "profiled" run when
+    ``config.torch_profile`` asks for it (its traces are the result); see the module doc.
 
     RunFailed with one line when a rank fails or the lab runs past ``config.timeout_s``; no
     process is left running either way."""
@@ -189,8 +207,9 @@ def run_lab(config: LabConfig, runs: tuple[str, ...] = RUNS) -> LabResult:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ringtree-lab-") as folder:
         job = Path(folder) / "job.pkl"
+        todo = (*runs, "profiled") if config.torch_profile else runs
         with open(job, "wb") as f:
-            pickle.dump((config, runs), f)
+            pickle.dump((config, todo), f)
         env = {"OMP_NUM_THREADS": "1"}  # the launcher binds gloo to the loopback interface
         outcome = launch_body(config.ranks, "gloo", "ringtree.lab.ddp:lab_rank",
                               {"job": str(job), "timeout_s": config.timeout_s},
