@@ -114,6 +114,13 @@ MAX_SEARCH_CHANNELS = 32
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
 #: Blackwell inside one NVLink domain (one node): NVLS_NCHANNELS_SM100_NVL (src/transport/nvls.cc)
 NVLS_CHANNELS_ONE_NODE = {"blackwell": 24}
+#: Most NVLS heads (NCCL_MAX_NVLS_ARITY, src/include/device.h:206 at 2.27.7, :213 at 2.30.7):
+#: the NVLS search keeps min(32, GPUs) channels, one head each (src/graph/search.cc:1127), and
+#: NVLS runs only all-reduce when a node has more local ranks (src/enqueue.cc:2005 at 2.30.7)
+MAX_NVLS_ARITY = 32
+#: CollNet (Direct and Chain) runs only with at most 8 local ranks (NCCL_MAX_DIRECT_ARITY + 1,
+#: src/enqueue.cc:2000-2003 at 2.30.7)
+MAX_COLLNET_LOCAL_RANKS = 8
 
 #: Bytes per thread below which NCCL uses fewer channels (src/include/comm.h:38-40): LL, LL128,
 #: Simple; Ring LL multiplies by nRanks. Threads per channel: LL 512, LL128 640, Simple 512.

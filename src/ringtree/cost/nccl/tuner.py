@@ -308,11 +308,15 @@ def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topolog
     if algorithm in ("nvls", "nvls_tree"):
         if not env.nvls or topo.nvls is None:
             return False
+        if collective is not Collective.ALL_REDUCE and topo.gpus_per_node > k.MAX_NVLS_ARITY:
+            return False
         if algorithm == "nvls_tree":
             return collective is Collective.ALL_REDUCE and nodes > 1
         return nodes == 1 or (c.sharp and env.collnet)
     if algorithm.startswith("collnet"):
         if not (c.sharp and env.collnet and nodes > 1):
+            return False
+        if topo.gpus_per_node > k.MAX_COLLNET_LOCAL_RANKS:
             return False
         return algorithm == "collnet_direct" or collective is Collective.ALL_REDUCE
     if algorithm == "pat":  # NCCL_PAT_ENABLE=1 forces it; 2 (default): 1 GPU per node only
