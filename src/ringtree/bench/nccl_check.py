@@ -32,6 +32,7 @@ FIT_SYSTEMS = frozenset({
     "alcf-sophia-dgx-a100-alcf-nccl-tests",  # 2 DGX A100 nodes over HDR InfiniBand
     "aws-p5-eks-keitaw-nccl-test",  # 2 H100 nodes over EFA
     "gcp-a3mega-tcpxo-lessizzmore",  # 2 H100 nodes over GPUDirect-TCPXO
+    "coreweave-gb200-nvl72-1rack-nccl-tests",  # one GB200 NVL72 rack: the MNNVL ring's NVLink
 })
 #: Only sizes up to this are used to calibrate a latency (larger ones measure bandwidth).
 CALIBRATION_MAX_BYTES = 1 << 20

@@ -159,6 +159,10 @@ def anomalies(system: System) -> dict[int, str]:
             )
         c = system.cluster
         line_rate = c.nics_per_node * c.nic_gbps / 8 * run.gpus_per_node / c.gpus_per_node
+        # a GPU's own NVLink line bounds busbw too: a 72-GPU node's 72 NICs do not raise it
+        nvlink = c.gpu.nvlink_links * c.gpu.nvlink_GBps_per_link
+        if c.fabric in ("nvswitch", "nvlink") and nvlink:
+            line_rate = min(line_rate, nvlink)
         # all-to-all, gather, scatter: each GPU's traffic leaves through its share of the NICs
         # ((N-g)/N of every buffer), not a ring's through the node's: that share, in busbw terms
         if run.collective in P2P_COLLECTIVES:

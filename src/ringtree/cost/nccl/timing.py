@@ -60,6 +60,9 @@ class Params:
     simple_latency_scale: float = 1.193
     softmax_power: float = 4.0
     nvlink_efficiency: float = 0.989
+    #: a ring's share of the vendor's NVLink line rate (per direction) across the trays of a
+    #: multi-node NVLink domain, where it beats NCCL's 40.1 GB/s per link (fitted, GB200 NVL72)
+    mnnvl_nvlink_efficiency: float = 0.965
     nvls_chunk_overhead_bytes: float = 12919
     nvls_latency_scale: float = 1.320
     net_efficiency: tuple[tuple[str, float], ...] = (
@@ -143,19 +146,25 @@ class NcclCall:
 
 def intra_busbw(topo: Topology, p: Params) -> float:
     """A ring's bus bandwidth inside one node, GB/s: NCCL's NVLink figure (or PCIe path)
-    times ``nvlink_efficiency``."""
+    times ``nvlink_efficiency``; across the trays of a multi-node NVLink domain the vendor's
+    NVLink line rate times ``mnnvl_nvlink_efficiency`` (GB200 NVL72's 72-GPU ring reaches
+    835-847 GB/s busbw, above NCCL's 18 x 40.1 = 721.8; one tray's 4 GPUs 680)."""
     from ringtree.cost.nccl.topology import intra_bandwidth
 
-    total, _ = intra_bandwidth(topo.cluster)
+    c = topo.cluster
+    if c.mnnvl and topo.gpus_per_node > c.host_gpus and topo.ring.intra_hw == "nvlink":
+        return c.gpu.nvlink_links * c.gpu.nvlink_GBps_per_link * p.mnnvl_nvlink_efficiency
+    total, _ = intra_bandwidth(c)
     return total * p.nvlink_efficiency
 
 
 def net_busbw(topo: Topology, p: Params) -> float:
-    """A ring's bus bandwidth bound by the network, GB/s: the job's NICs per node times
-    their line rate times the network's efficiency (every ring crosses each node once per
-    channel, so this does not shrink with the node count)."""
+    """A ring's bus bandwidth bound by the network, GB/s: the NICs its channels cross per
+    node (the job's, at most one per search channel: a 72-GPU node's 16 channels reach 16 of
+    its 72 NICs) times their line rate times the network's efficiency (every ring crosses
+    each node once per channel, so this does not shrink with the node count)."""
     c = topo.cluster
-    return topo.nics * c.nic_GBps * p.efficiency(c.network)
+    return min(topo.nics, topo.ring.channels) * c.nic_GBps * p.efficiency(c.network)
 
 
 def nvls_chunk_bytes(nbytes: int, topo: Topology, settings: tuner.Settings) -> int:
@@ -289,6 +298,8 @@ def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topolog
         bw = min(intra, net) if topo.gpus_per_node > 1 else net
     elif a == "tree":
         bw = min(intra, 2 * net if nodes == 2 else net)
+        if nodes > 2:  # NCCL's per-channel tree cap beyond 2 nodes (perChMaxTreeBw, measured)
+            bw = min(bw, topo.tree.channels * k.PER_CH_MAX_TREE_BW[topo.arch][2])
     else:  # CollNet, PAT: NCCL's own figure
         return tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
     if proto == "ll128":
