@@ -5,7 +5,8 @@ The bound's figures are checked by hand from vendor line rates (NVLink 4: 18 x 2
 direction; NVLink 5: 18 x 50; PCIe Gen5 x16: 32 GT/s x 16 x 128/130 / 8 = 63.0 GB/s; a
 400 Gb/s NIC: 50 GB/s) and the bytes each collective must move; then every prediction of every
 preset -- every collective, 1 to 64 nodes, 8 B to 16 GiB, NVLS on and off, every algorithm and
-protocol NCCL_ALGO / NCCL_PROTO can force -- is held to it.
+protocol NCCL_ALGO / NCCL_PROTO can force, the tuners of NCCL 2.26, 2.27 and 2.30 -- is held to
+it.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ SIZES = [8 * 4**i for i in range(16)] + [3 * 2**20 + 7, 16 * GiB]
 NODES = (1, 2, 8, 64)
 
 
-def _sweep(preset: str, nodes: int, env: dict[str, str]) -> list[str]:
-    """Every collective and size on ``nodes`` nodes of ``preset``: the predictions under
-    their bound, described."""
+def _sweep(preset: str, nodes: int, env: dict[str, str], version: tuple[int, int] | None
+           ) -> list[str]:
+    """Every collective and size on ``nodes`` nodes of ``preset`` with NCCL ``version``'s
+    tuner: the predictions under their bound, described."""
     c = get_cluster(preset)
     topo = topology(c, nodes)
-    s = tuner.Settings.for_cluster(c, env)
+    s = tuner.Settings.for_cluster(c, env, version)
     bad = []
     for col in COLLECTIVES:
         entries = tuner.table(col, topo, s) if col in tuner.NCCL_COLLECTIVES else None
@@ -46,13 +48,14 @@ def _sweep(preset: str, nodes: int, env: dict[str, str]) -> list[str]:
     return bad
 
 
+@pytest.mark.parametrize("version", [None, (2, 26)])
 @pytest.mark.parametrize("nvls", ["2", "0"])
 @pytest.mark.parametrize("nodes", NODES)
 @pytest.mark.parametrize("preset", PRESETS)
-def test_no_prediction_beats_its_links(preset, nodes, nvls):
+def test_no_prediction_beats_its_links(preset, nodes, nvls, version):
     if nodes > 1 and not get_cluster(preset).nics_per_node:
         pytest.skip("one node only: no NICs")
-    assert _sweep(preset, nodes, {"NCCL_NVLS_ENABLE": nvls}) == []
+    assert _sweep(preset, nodes, {"NCCL_NVLS_ENABLE": nvls}, version) == []
 
 
 ALGOS = ["Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT"]
@@ -61,15 +64,17 @@ ALGOS = ["Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "P
 @settings(max_examples=300, deadline=None)
 @given(preset=st.sampled_from(PRESETS), nodes=st.integers(1, 512), col=st.sampled_from(
     COLLECTIVES), size=st.integers(1, 2**34), algo=st.sampled_from([None, *ALGOS]),
-    proto=st.sampled_from([None, "LL", "LL128", "Simple"]), share=st.floats(0.01, 1.0))
-def test_no_forced_choice_beats_its_links(preset, nodes, col, size, algo, proto, share):
+    proto=st.sampled_from([None, "LL", "LL128", "Simple"]), share=st.floats(0.01, 1.0),
+    version=st.sampled_from([None, (2, 26), (2, 27)]))
+def test_no_forced_choice_beats_its_links(preset, nodes, col, size, algo, proto, share,
+                                          version):
     c = get_cluster(preset)
     assume(nodes == 1 or c.nics_per_node)
     g = max(1, round(share * c.gpus_per_node))
     env = {k: v for k, v in (("NCCL_ALGO", algo), ("NCCL_PROTO", proto),
                              ("NCCL_COLLNET_ENABLE", "1")) if v}
     try:
-        call = timing.predict(col, size, c, nodes, gpus_per_node=g, env=env)
+        call = timing.predict(col, size, c, nodes, gpus_per_node=g, env=env, version=version)
     except RingtreeError:
         assume(False)  # the environment leaves NCCL nothing to run
     b = lower_bound(col, size, topology(c, nodes, g))

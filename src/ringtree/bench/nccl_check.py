@@ -39,15 +39,17 @@ CALIBRATION_MAX_BYTES = 1 << 20
 
 
 def predictor(params: timing.Params = timing.DEFAULT) -> Predictor:
-    """The scorer's view of the model: (cluster, run, size) -> (time us, "Algo/Proto")."""
+    """The scorer's view of the model: (cluster, run, size) -> (time us, "Algo/Proto"), with
+    NCCL's tuner as the run's NCCL release has it where releases differ (tuner.Settings)."""
     cache: dict[tuple, tuple] = {}
 
     def predict(cluster: Cluster, run: Run, size: int) -> tuple[float, str]:
+        version = run.nccl_version[:2] if run.nccl_version else None
         key = (cluster, run.collective, run.nodes, run.gpus_per_node,
-               tuple(sorted(run.env.items())))
+               tuple(sorted(run.env.items())), version)
         if key not in cache:
             topo = topology(cluster, run.nodes, run.gpus_per_node)
-            settings = tuner.Settings.for_cluster(cluster, run.env)
+            settings = tuner.Settings.for_cluster(cluster, run.env, version)
             entries = (tuner.table(run.collective, topo, settings)
                        if run.collective in tuner.NCCL_COLLECTIVES else None)
             cache[key] = (topo, settings, entries)

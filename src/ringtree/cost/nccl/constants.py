@@ -69,6 +69,20 @@ PER_CH_MAX_TREE_BW = {
     "volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0),
     "blackwell": (70.0, 42.8, 24.0),
 }
+#: Blackwell's rows before NCCL 2.28, twice Hopper's (tuning.cc:158-175 at 2.25.1, :172-189 at
+#: 2.27.7): per-channel caps of ring LL128, tree LL128 and tree. 2.28 put in the rows above
+#: ("Update tuning data for ... GB200-NV72", release notes 2.28.3): a tree channel beyond 2
+#: nodes 72 -> 24 GB/s.
+BLACKWELL_CAPS_BEFORE_2_28 = {
+    "ring_ll128": (2 * 36.7,) * 3, "tree_ll128": (2 * 36.7, 2 * 36.7, 2 * 29.0),
+    "tree": (2 * 38.7, 2 * 41.4, 2 * 36.0),
+}
+BLACKWELL_CAPS_SINCE = (2, 28)
+#: LL128 to a NIC the GPU reaches through its CPU over C2C (GB200's Grace: NCCL's P2C path)
+#: runs from NCCL 2.27 unless NCCL_LL128_C2C=0 (tuning.cc:525-529 at 2.30.7); before, that path
+#: is PHB, past PXN, so LL128 stays off across nodes (tuning.cc:429 at 2.26.2; release notes
+#: 2.27.3: "Add support for P2C (PXN over C2C) and the LL128 protocol")
+LL128_OVER_C2C_SINCE = (2, 27)
 PER_CH_MAX_NVLS_TREE_BW = {"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)}
 #: NVLS efficiency of the switch reduction (tuning.cc:139-144 at 2.30.7)
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}

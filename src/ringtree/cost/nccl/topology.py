@@ -22,6 +22,10 @@ which reproduces the channel counts NCCL logs on them:
   (``NCCL_MAX_NVLS_ARITY``: a 72-GPU NVLink domain has 32 heads); per-head speed the first
   candidate s with (heads + 1) x s <= T, the head's link carrying twice its channel (H100:
   9 x 40 = 360; B200: 9 x 80 = 720; GB200 NVL72: 33 x 20 = 660); none when no candidate fits.
+  Across nodes a head's network speed is at most 2 s (NCCL's second search pass) and the
+  heads share what the node's NICs carry at the search's speed, which no NVLink chain caps (a
+  head crosses only its own link): 8 x 400 Gb/s H100 48 each; GB200 NVL72 40 (32 of its 72
+  NICs at 48, one per head, as NCCL's NVLS search pairs each head with a NIC of its own).
 * PCIe: the GPU's PCIe link (Gen4 x16 24 GB/s); across the CPU root complex NCCL's path is the
   CPU link (``pcie-cpu``: AMD_BW 16 / Intel 10 GB/s, topo.h).
 """
@@ -174,7 +178,10 @@ def topology(cluster: Cluster, nodes: int, gpus_per_node: int | None = None) -> 
         speeds = k.SEARCH_SPEEDS_INTRA[arch]
         s = _first_at_most(speeds, total / (heads + 1))
         if (heads + 1) * s <= total + 1e-9:  # else NCCL's search finds no NVLS graph
-            inter = 2 * s if nodes == 1 else min(2 * s, ring.bw_inter * ring.channels / heads)
+            inter = 2 * s
+            if nodes > 1:  # the heads share what the NICs carry; no chain caps them by NVLink
+                net_ch, net_s = _search_net(k.SEARCH_SPEEDS_NET[arch], cluster, nics, 1, total)
+                inter = min(inter, net_ch * net_s / heads)
             nvls = Graph(heads, s, inter, "nvlink")
     tree = ring
     if nodes == 2:  # the search lets a tree's intra-node part run at up to twice the network's
