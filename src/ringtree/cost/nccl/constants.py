@@ -1,6 +1,7 @@
 """NCCL's tuning constants, as NCCL 2.27-2.30 ship them (figures carried over, with where).
 
-Read from github.com/NVIDIA/nccl at tags ``v2.27.7-1`` (593de54) and ``v2.30.7-1`` (73cf112);
+Read from github.com/NVIDIA/nccl at tags ``v2.27.7-1`` (593de54) and ``v2.30.7-1`` (73cf112),
+and where older releases price Blackwell otherwise at ``v2.25.1-1`` and ``v2.26.2-1``;
 ``tuning.cc`` is ``src/graph/tuning.cc``, ``topo.h`` is ``src/graph/topo.h``. Latencies in
 microseconds, bandwidths in GB/s (1 GB/s = 1000 bytes per microsecond), as NCCL writes them.
 docs/nccl-tuning-notes.md explains each table; :mod:`ringtree.cost.nccl.tuner` uses them the
