@@ -30,6 +30,7 @@ SCALARS = (
     ("ll128_latency_scale", 0.3, 3.0),
     ("simple_latency_scale", 0.3, 3.0),
     ("nvlink_efficiency", 0.8, 1.05),
+    ("mnnvl_nvlink_efficiency", 0.7, 1.0),
     ("nvls_chunk_overhead_bytes", 0.0, 96 * 1024.0),
     ("nvls_latency_scale", 0.5, 4.0),
     ("p2p_peer_us", 0.0, 30.0),

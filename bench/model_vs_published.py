@@ -38,7 +38,9 @@ def tuner_only(cluster, run, size):  # noqa: ANN001, ANN201
     if run.collective not in tuner.NCCL_COLLECTIVES:
         return None
     topo = topology(cluster, run.nodes, run.gpus_per_node)
-    entry = tuner.choose(run.collective, size, topo, tuner.Settings.for_cluster(cluster, run.env))
+    version = run.nccl_version[:2] if run.nccl_version else None
+    settings = tuner.Settings.for_cluster(cluster, run.env, version)
+    entry = tuner.choose(run.collective, size, topo, settings)
     return entry.time_us(run.collective, size, topo), f"{entry.algorithm}/{entry.protocol}"
 
 

@@ -195,10 +195,14 @@ def nccl_bound(call: NcclCall, topo) -> float:
     """The most busbw (GB/s) the path NCCL models can carry for this call: the GPU's NVLink
     (links x NCCL's per-link figure) or PCIe link inside a node, the job's NICs' line rate
     across nodes (twice it for a tree on two nodes, NVIDIA/nccl#946), NCCL's own figure for
-    what reduces in a switch (NVLS) or the network (CollNet) and for PAT."""
+    what reduces in a switch (NVLS) or the network (CollNet) and for PAT; across the trays of
+    a multi-node NVLink domain the vendor's NVLink line (GB200: 18 x 50 GB/s), which its rings
+    exceed NCCL's figure towards (835-847 GB/s measured on 72 GPUs, coreweave/nccl-tests)."""
     c, g = topo.cluster, topo.cluster.gpu
     pcie = {3: 12.0, 4: 24.0, 5: 48.0}[g.pcie_gen] * g.pcie_lanes / 16  # width x speed / 80
     intra = g.nvlink_links * g.nccl_nvlink_bw if c.fabric in ("nvswitch", "nvlink") else pcie
+    if c.mnnvl and topo.gpus_per_node > c.host_gpus:
+        intra = g.nvlink_links * g.nvlink_GBps_per_link
     line = topo.nics * c.nic_gbps / 8
     tree_net = 2 * line if topo.nodes == 2 else line
     nccl = tuner.bandwidth(call.collective, call.algorithm, call.protocol, topo) * \

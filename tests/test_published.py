@@ -15,6 +15,7 @@ import json
 import math
 import sys
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,27 @@ def test_nccl_older_than_2_12_is_set_apart(tmp_path, versions, apart):
     assert bool(why) is apart
     if apart:
         assert "older" in why
+
+
+@pytest.mark.parametrize(
+    ("versions", "want"),
+    [("NCCL 2.26.2 (README: 'The following runs used NCCL 2.26.2')", (2, 26, 2)),
+     ("nccl-tests 2.13.9, NCCL v2.21.5", (2, 21, 5)), ("CUDA 12.8.1", None), ("", None)],
+)
+def test_a_runs_nccl_release_comes_from_its_versions(versions, want):
+    r = published.Run("s", Collective.ALL_REDUCE, 1, 8, {}, (8,), None, (0.1,),
+                      versions=versions)
+    assert r.nccl_version == want
+
+
+def test_the_scorer_prices_each_run_with_its_own_nccl_release():
+    # CoreWeave's 20 GB200 racks ran NCCL 2.26.2: its tree, not 2.30's LL128 ring, at 16 GiB
+    (system,) = [s for s in published.load(FOLDER) if "multirack" in s.name]
+    run = next(r for r in system.runs if r.nodes == 20)
+    predict = nccl_check.predictor()
+    assert predict(system.cluster, run, 16 * GiB)[1] == "Tree/Simple"
+    newer = replace(run, versions="NCCL 2.30.7")
+    assert predict(system.cluster, newer, 16 * GiB)[1] == "Ring/LL128"
 
 
 @pytest.mark.parametrize(

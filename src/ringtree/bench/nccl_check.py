@@ -32,21 +32,24 @@ FIT_SYSTEMS = frozenset({
     "alcf-sophia-dgx-a100-alcf-nccl-tests",  # 2 DGX A100 nodes over HDR InfiniBand
     "aws-p5-eks-keitaw-nccl-test",  # 2 H100 nodes over EFA
     "gcp-a3mega-tcpxo-lessizzmore",  # 2 H100 nodes over GPUDirect-TCPXO
+    "coreweave-gb200-nvl72-1rack-nccl-tests",  # one GB200 NVL72 rack: the MNNVL ring's NVLink
 })
 #: Only sizes up to this are used to calibrate a latency (larger ones measure bandwidth).
 CALIBRATION_MAX_BYTES = 1 << 20
 
 
 def predictor(params: timing.Params = timing.DEFAULT) -> Predictor:
-    """The scorer's view of the model: (cluster, run, size) -> (time us, "Algo/Proto")."""
+    """The scorer's view of the model: (cluster, run, size) -> (time us, "Algo/Proto"), with
+    NCCL's tuner as the run's NCCL release has it where releases differ (tuner.Settings)."""
     cache: dict[tuple, tuple] = {}
 
     def predict(cluster: Cluster, run: Run, size: int) -> tuple[float, str]:
+        version = run.nccl_version[:2] if run.nccl_version else None
         key = (cluster, run.collective, run.nodes, run.gpus_per_node,
-               tuple(sorted(run.env.items())))
+               tuple(sorted(run.env.items())), version)
         if key not in cache:
             topo = topology(cluster, run.nodes, run.gpus_per_node)
-            settings = tuner.Settings.for_cluster(cluster, run.env)
+            settings = tuner.Settings.for_cluster(cluster, run.env, version)
             entries = (tuner.table(run.collective, topo, settings)
                        if run.collective in tuner.NCCL_COLLECTIVES else None)
             cache[key] = (topo, settings, entries)

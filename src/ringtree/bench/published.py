@@ -71,6 +71,12 @@ class Run:
         """Every GPU of the run."""
         return self.nodes * self.gpus_per_node
 
+    @property
+    def nccl_version(self) -> tuple[int, int, int] | None:
+        """The NCCL release ``versions`` names ("NCCL 2.26.2", "nccl v2.21.5"), if any."""
+        found = re.search(r"NCCL[ v]*(\d+)\.(\d+)\.(\d+)", self.versions)
+        return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
 
 @dataclass(frozen=True)
 class System:
@@ -151,14 +157,18 @@ def anomalies(system: System) -> dict[int, str]:
                     break
             if i in out:
                 break
-        old = re.search(r"NCCL[ v]*(\d+)\.(\d+)\.(\d+)", run.versions)
-        if i not in out and old and (int(old[1]), int(old[2])) < OLDEST_NCCL:
+        old = run.nccl_version
+        if i not in out and old and old[:2] < OLDEST_NCCL:
             out[i] = (
-                f"measured with NCCL {old[1]}.{old[2]}.{old[3]}, older than the tuners the "
+                f"measured with NCCL {'.'.join(map(str, old))}, older than the tuners the "
                 "model follows"
             )
         c = system.cluster
         line_rate = c.nics_per_node * c.nic_gbps / 8 * run.gpus_per_node / c.gpus_per_node
+        # a GPU's own NVLink line bounds busbw too: a 72-GPU node's 72 NICs do not raise it
+        nvlink = c.gpu.nvlink_links * c.gpu.nvlink_GBps_per_link
+        if c.fabric in ("nvswitch", "nvlink") and nvlink:
+            line_rate = min(line_rate, nvlink)
         # all-to-all, gather, scatter: each GPU's traffic leaves through its share of the NICs
         # ((N-g)/N of every buffer), not a ring's through the node's: that share, in busbw terms
         if run.collective in P2P_COLLECTIVES:

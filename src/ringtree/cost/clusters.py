@@ -97,6 +97,9 @@ class Cluster:
     #: NCCL_* settings the platform applies before NCCL reads its environment (e.g. the
     #: network plugin's: aws-ofi-nccl sets NCCL_PROTO=simple on p4d); the user's win
     nccl_env: tuple[tuple[str, str], ...] = ()
+    #: GPUs of one host (compute tray) when the NVLink domain spans several, as GB200 NVL72's
+    #: 72 GPUs in trays of 4 (multi-node NVLink, MNNVL); 0: the domain is one host
+    host_gpus: int = 0
     source: str = ""
     assumed: tuple[str, ...] = ()
     notes: str = ""
@@ -105,6 +108,11 @@ class Cluster:
     def nic_GBps(self) -> float:
         """One NIC's line rate in GB/s per direction (NCCL: Mb/s / 8000)."""
         return self.nic_gbps / 8
+
+    @property
+    def mnnvl(self) -> bool:
+        """Whether the NVLink domain (a "node") spans several hosts (multi-node NVLink)."""
+        return 0 < self.host_gpus < self.gpus_per_node
 
     @property
     def node_network_GBps(self) -> float:
@@ -120,6 +128,7 @@ class Cluster:
             "nvlink_GBps_per_gpu": g.nvlink_GBps, "nics_per_node": self.nics_per_node,
             "nic_gbps": self.nic_gbps, "network": self.network, "network_name": self.network_name,
             "sharp": self.sharp, "cpu": self.cpu, "price_gpu_hour": self.price_gpu_hour,
+            "host_gpus": self.host_gpus,
             "nccl_env": dict(self.nccl_env), "source": self.source,
             "assumed": list(self.assumed), "notes": self.notes,
         }
@@ -155,7 +164,7 @@ CLUSTER_KEYS = (
     "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
     "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
-    "launch_us", "net_hop_us", "nccl_env",
+    "launch_us", "net_hop_us", "nccl_env", "host_gpus",
 )
 
 
@@ -188,6 +197,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             launch_us=float(t["launch_us"]) if t.get("launch_us") else None,
             net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
             nccl_env=_nccl_env(t.get("nccl_env", {}), where),
+            host_gpus=int(t.get("host_gpus", 0)),
             source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
             notes=str(t.get("notes", "")),
         )
@@ -293,6 +303,8 @@ def _as_table(c: Cluster) -> dict[str, Any]:
         "network": c.network, "sharp": c.sharp, "cpu": c.cpu, "nvswitch_gen": c.nvswitch_gen,
         "network_name": c.network_name, "source": c.source, "notes": c.notes,
     }
+    if c.host_gpus:
+        t["host_gpus"] = c.host_gpus
     for key in ("price_gpu_hour", "launch_us", "net_hop_us"):
         if getattr(c, key) is not None:
             t[key] = getattr(c, key)

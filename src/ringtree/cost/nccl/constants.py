@@ -1,6 +1,7 @@
 """NCCL's tuning constants, as NCCL 2.27-2.30 ship them (figures carried over, with where).
 
-Read from github.com/NVIDIA/nccl at tags ``v2.27.7-1`` (593de54) and ``v2.30.7-1`` (73cf112);
+Read from github.com/NVIDIA/nccl at tags ``v2.27.7-1`` (593de54) and ``v2.30.7-1`` (73cf112),
+and where older releases price Blackwell otherwise at ``v2.25.1-1`` and ``v2.26.2-1``;
 ``tuning.cc`` is ``src/graph/tuning.cc``, ``topo.h`` is ``src/graph/topo.h``. Latencies in
 microseconds, bandwidths in GB/s (1 GB/s = 1000 bytes per microsecond), as NCCL writes them.
 docs/nccl-tuning-notes.md explains each table; :mod:`ringtree.cost.nccl.tuner` uses them the
@@ -69,6 +70,20 @@ PER_CH_MAX_TREE_BW = {
     "volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0),
     "blackwell": (70.0, 42.8, 24.0),
 }
+#: Blackwell's rows before NCCL 2.28, twice Hopper's (tuning.cc:158-175 at 2.25.1, :172-189 at
+#: 2.27.7): per-channel caps of ring LL128, tree LL128 and tree. 2.28 put in the rows above
+#: ("Update tuning data for ... GB200-NV72", release notes 2.28.3): a tree channel beyond 2
+#: nodes 72 -> 24 GB/s.
+BLACKWELL_CAPS_BEFORE_2_28 = {
+    "ring_ll128": (2 * 36.7,) * 3, "tree_ll128": (2 * 36.7, 2 * 36.7, 2 * 29.0),
+    "tree": (2 * 38.7, 2 * 41.4, 2 * 36.0),
+}
+BLACKWELL_CAPS_SINCE = (2, 28)
+#: LL128 to a NIC the GPU reaches through its CPU over C2C (GB200's Grace: NCCL's P2C path)
+#: runs from NCCL 2.27 unless NCCL_LL128_C2C=0 (tuning.cc:525-529 at 2.30.7); before, that path
+#: is PHB, past PXN, so LL128 stays off across nodes (tuning.cc:429 at 2.26.2; release notes
+#: 2.27.3: "Add support for P2C (PXN over C2C) and the LL128 protocol")
+LL128_OVER_C2C_SINCE = (2, 27)
 PER_CH_MAX_NVLS_TREE_BW = {"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)}
 #: NVLS efficiency of the switch reduction (tuning.cc:139-144 at 2.30.7)
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
@@ -114,6 +129,13 @@ MAX_SEARCH_CHANNELS = 32
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
 #: Blackwell inside one NVLink domain (one node): NVLS_NCHANNELS_SM100_NVL (src/transport/nvls.cc)
 NVLS_CHANNELS_ONE_NODE = {"blackwell": 24}
+#: Most NVLS heads (NCCL_MAX_NVLS_ARITY, src/include/device.h:206 at 2.27.7, :213 at 2.30.7):
+#: the NVLS search keeps min(32, GPUs) channels, one head each (src/graph/search.cc:1127), and
+#: NVLS runs only all-reduce when a node has more local ranks (src/enqueue.cc:2005 at 2.30.7)
+MAX_NVLS_ARITY = 32
+#: CollNet (Direct and Chain) runs only with at most 8 local ranks (NCCL_MAX_DIRECT_ARITY + 1,
+#: src/enqueue.cc:2000-2003 at 2.30.7)
+MAX_COLLNET_LOCAL_RANKS = 8
 
 #: Bytes per thread below which NCCL uses fewer channels (src/include/comm.h:38-40): LL, LL128,
 #: Simple; Ring LL multiplies by nRanks. Threads per channel: LL 512, LL128 640, Simple 512.

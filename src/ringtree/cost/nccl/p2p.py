@@ -7,11 +7,11 @@ NCCL has no algorithm choice for these: ``alltoall_perf``, ``gather_perf`` and
 the Simple protocol, or LL for a peer's message of at most ``NCCL_P2P_LL_THRESHOLD`` (16 KiB,
 ``src/enqueue.cc``). For an S-byte buffer on N ranks, g per node:
 
-* all-to-all: every rank sends S/N to every peer; (g-1) S/N go over NVLink, (N-g) S/N leave
-  the node through its NICs, which all g GPUs share (PXN routes each GPU's remote traffic to
-  the NIC nearest its destination rail, so the node's NICs carry g (N-g) S/N together);
-* gather (scatter): the root receives (sends) S/N from (to) each peer; its NVLink carries the
-  node's part, its node's NICs the rest.
+* all-to-all: every rank sends S/N to every peer, (N-1) S/N through its own links; (N-g) S/N
+  leave the node through its NICs, which all g GPUs share (PXN routes each GPU's remote
+  traffic to the NIC nearest its destination rail, so the node's NICs carry g (N-g) S/N);
+* gather (scatter): the root receives (sends) S/N from (to) each peer, all of it through its
+  own links; its node's NICs carry the remote part, (N-g) S/N.
 
 Time: ``softmax(host, latency + max(NVLink bytes / NVLink bandwidth, network bytes / network
 bandwidth))``, with :mod:`ringtree.cost.nccl.timing`'s host floor, NVLink and network figures;
@@ -33,12 +33,16 @@ P2P_LL_THRESHOLD = 16384
 
 
 def bytes_moved(collective: Collective, size: int, topo: Topology) -> tuple[float, float]:
-    """(bytes over the busiest GPU's NVLink, bytes over its node's NICs) for an S-byte call."""
+    """(bytes over the busiest GPU's own links, bytes over its node's NICs) for an S-byte
+    call. A GPU's links carry every peer's block, (N-1) S/N: the node's peers' over NVLink,
+    the remote ones too, forwarded over NVLink by the peer whose NIC they use (PXN) or
+    through the GPU's own PCIe link from its NIC (ringtree.cost.nccl.bounds: a gather's root
+    cannot take in more than its links carry)."""
     n, g = topo.n_ranks, topo.gpus_per_node
     per_peer = size / n
     if collective is Collective.ALL_TO_ALL:
-        return (g - 1) * per_peer, g * (n - g) * per_peer
-    return (g - 1) * per_peer, (n - g) * per_peer  # gather / scatter: the root's
+        return (n - 1) * per_peer, g * (n - g) * per_peer
+    return (n - 1) * per_peer, (n - g) * per_peer  # gather / scatter: the root's
 
 
 def protocol(size: int, topo: Topology) -> str:

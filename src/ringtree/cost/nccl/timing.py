@@ -60,6 +60,9 @@ class Params:
     simple_latency_scale: float = 1.193
     softmax_power: float = 4.0
     nvlink_efficiency: float = 0.989
+    #: a ring's share of the vendor's NVLink line rate (per direction) across the trays of a
+    #: multi-node NVLink domain, where it beats NCCL's 40.1 GB/s per link (fitted, GB200 NVL72)
+    mnnvl_nvlink_efficiency: float = 0.965
     nvls_chunk_overhead_bytes: float = 12919
     nvls_latency_scale: float = 1.320
     net_efficiency: tuple[tuple[str, float], ...] = (
@@ -143,19 +146,34 @@ class NcclCall:
 
 def intra_busbw(topo: Topology, p: Params) -> float:
     """A ring's bus bandwidth inside one node, GB/s: NCCL's NVLink figure (or PCIe path)
-    times ``nvlink_efficiency``."""
+    times ``nvlink_efficiency``; across the trays of a multi-node NVLink domain the vendor's
+    NVLink line rate times ``mnnvl_nvlink_efficiency`` (GB200 NVL72's 72-GPU ring reaches
+    835-847 GB/s busbw, above NCCL's 18 x 40.1 = 721.8; one tray's 4 GPUs 680)."""
     from ringtree.cost.nccl.topology import intra_bandwidth
 
-    total, _ = intra_bandwidth(topo.cluster)
+    c = topo.cluster
+    if c.mnnvl and topo.gpus_per_node > c.host_gpus and topo.ring.intra_hw == "nvlink":
+        return c.gpu.nvlink_links * c.gpu.nvlink_GBps_per_link * p.mnnvl_nvlink_efficiency
+    total, _ = intra_bandwidth(c)
     return total * p.nvlink_efficiency
 
 
-def net_busbw(topo: Topology, p: Params) -> float:
-    """A ring's bus bandwidth bound by the network, GB/s: the job's NICs per node times
-    their line rate times the network's efficiency (every ring crosses each node once per
-    channel, so this does not shrink with the node count)."""
+def net_busbw(topo: Topology, p: Params, nics: int | None = None) -> float:
+    """A ring's bus bandwidth bound by the network, GB/s: the NICs its channels cross per
+    node (the job's, at most one per search channel: a 72-GPU node's 16 channels reach 16 of
+    its 72 NICs) times their line rate times the network's efficiency (every ring crosses
+    each node once per channel, so this does not shrink with the node count); ``nics``:
+    another algorithm's NICs instead (an NVLS tree's: its heads' own)."""
     c = topo.cluster
-    return topo.nics * c.nic_GBps * p.efficiency(c.network)
+    used = min(topo.nics, topo.ring.channels) if nics is None else nics
+    return used * c.nic_GBps * p.efficiency(c.network)
+
+
+def nvls_head_nics(topo: Topology) -> int:
+    """The NICs an NVLS tree's heads own per node: each GPU's share of the node's NICs, for
+    every head (8 heads of 8 H100s with 8 NICs: 8; 32 heads of a 72-GPU NVL72 rack: 32)."""
+    heads = topo.nvls.channels if topo.nvls else topo.gpus_per_node
+    return -(-topo.nics * heads // topo.gpus_per_node)
 
 
 def nvls_chunk_bytes(nbytes: int, topo: Topology, settings: tuner.Settings) -> int:
@@ -277,20 +295,24 @@ def busbw(entry: tuner.Entry, collective: Collective, nbytes: int, topo: Topolog
     intra = intra_busbw(topo, p)
     net = net_busbw(topo, p) if nodes > 1 else float("inf")
     a, proto = entry.algorithm, entry.protocol
+    own = tuner.bandwidth(collective, a, proto, topo, settings.version) * bus_factor(collective, n)
     if a in ("nvls", "nvls_tree"):
-        bw = tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
+        bw = own
         c = smooth_chunk_bytes(entry, collective, nbytes, topo, settings)
         c0 = p.nvls_chunk_overhead_bytes
         bw *= min(1.0, (c / (c + c0)) / ((128 * 1024) / (128 * 1024 + c0)))
         if a == "nvls_tree":
-            bw = min(bw, 2 * net if nodes == 2 else net)
+            heads = net_busbw(topo, p, nvls_head_nics(topo))
+            bw = min(bw, 2 * heads if nodes == 2 else heads)
         return bw
     if a == "ring":
         bw = min(intra, net) if topo.gpus_per_node > 1 else net
     elif a == "tree":
         bw = min(intra, 2 * net if nodes == 2 else net)
+        if nodes > 2:  # NCCL's per-channel tree cap beyond 2 nodes (perChMaxTreeBw, measured)
+            bw = min(bw, topo.tree.channels * k.PER_CH_MAX_TREE_BW[topo.arch][2])
     else:  # CollNet, PAT: NCCL's own figure
-        return tuner.bandwidth(collective, a, proto, topo) * bus_factor(collective, n)
+        return own
     if proto == "ll128":
         bw *= k.LL128_FACTOR * (7 / 9 if a == "tree" and nodes == 1 else 1.0)
     elif proto == "ll":
@@ -326,13 +348,15 @@ def predict(
     gpus_per_node: int | None = None,
     env: dict[str, str] | None = None,
     params: Params = DEFAULT,
+    version: tuple[int, int] | None = None,
 ) -> NcclCall:
     """NCCL's choice for one call of ``size_bytes`` on ``nodes`` nodes of ``cluster`` and
     ringtree's time for it; ``env``: NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, ... as NCCL
-    reads them (RingtreeError on a bad value, or when they leave no algorithm)."""
+    reads them (RingtreeError on a bad value, or when they leave no algorithm); ``version``:
+    the NCCL release (major, minor) whose tuner chooses where releases differ (None: 2.30)."""
     col = Collective.parse(collective)
     topo = topology(cluster, nodes, gpus_per_node)
-    settings = tuner.Settings.for_cluster(cluster, env or {})
+    settings = tuner.Settings.for_cluster(cluster, env or {}, version)
     return predict_on(col, size_bytes, topo, settings, params)
 
 

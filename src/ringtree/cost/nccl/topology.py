@@ -13,12 +13,19 @@ which reproduces the channel counts NCCL logs on them:
   half the speed unless s < 25, or s < 50 on SM > 80 with more than 4 channels
   (``ncclTopoDupChannels``). A100: 6 x 40 ->
   12 x 20 (logged: 24 execution channels, nccl-tests#100); H100: 6 x 60 -> 12 x 30.
-* several nodes: a channel runs through one NIC; its speed is the first candidate <= the
-  slower of the NIC (Gb/s / 8) and the GPU's PCIe link, and each NIC carries as many channels
-  as fit in its bandwidth. DGX A100, 8 x HDR: 8 x 24 = 192 GB/s (NVIDIA measures "192GB/s
-  AllReduce BusBW", NVIDIA/nccl#812); DGX H100, 8 x NDR: 8 x 48.
-* NVLS (NVSwitch gen3+, Hopper or later, more than 2 GPUs): one head per GPU; per-head speed
-  the first candidate s with (heads + 1) x s <= T (H100: 9 x 40 = 360).
+* several nodes: a channel runs through one NIC; its speed is a candidate <= the slower of
+  the NIC (Gb/s / 8) and the GPU's PCIe link, each NIC carries as many channels as fit in its
+  bandwidth and the GPUs' NVLink as many as fit in T, keeping the most channels x speed
+  (:func:`_search_net`). DGX A100, 8 x HDR: 8 x 24 = 192 GB/s (NVIDIA measures "192GB/s
+  AllReduce BusBW", NVIDIA/nccl#812); DGX H100, 8 x NDR: 8 x 48; GB200 NVL72: 16 x 45.1.
+* NVLS (NVSwitch gen3+, Hopper or later, more than 2 GPUs): one head per GPU, at most 32
+  (``NCCL_MAX_NVLS_ARITY``: a 72-GPU NVLink domain has 32 heads); per-head speed the first
+  candidate s with (heads + 1) x s <= T, the head's link carrying twice its channel (H100:
+  9 x 40 = 360; B200: 9 x 80 = 720; GB200 NVL72: 33 x 20 = 660); none when no candidate fits.
+  Across nodes a head's network speed is at most 2 s (NCCL's second search pass) and the
+  heads share what the node's NICs carry at the search's speed, which no NVLink chain caps (a
+  head crosses only its own link): 8 x 400 Gb/s H100 48 each; GB200 NVL72 40 (32 of its 72
+  NICs at 48, one per head, as NCCL's NVLS search pairs each head with a NIC of its own).
 * PCIe: the GPU's PCIe link (Gen4 x16 24 GB/s); across the CPU root complex NCCL's path is the
   CPU link (``pcie-cpu``: AMD_BW 16 / Intel 10 GB/s, topo.h).
 """
@@ -111,6 +118,28 @@ def _search_intra(speeds: tuple[float, ...], total: float) -> tuple[int, float]:
     return best_ch, best_s
 
 
+def _search_net(speeds: tuple[float, ...], c: Cluster, nics: int, g: int,
+                intra: float) -> tuple[int, float]:
+    """``(channels, speed)`` of a ring across nodes: from the first speed s <= the slower of
+    the NIC and the GPU's PCIe link, each NIC carries ``NIC // s`` channels, and a channel
+    enters the node at one GPU and leaves it at another, crossing the NVLink of the g - 1
+    others, so with the exits spread over the GPUs ``channels x s x (g - 1) / g <= intra``
+    (the GPU's NVLink figure); the search keeps the largest channels x speed as on one node.
+    8-GPU nodes keep one channel per NIC (A100 8 x 24; H100 8 x 48: 336 of 370.8 per GPU);
+    a 72-GPU NVLink domain with 72 NICs fits 16 x 45.1 in 721.8, not 32 x 48."""
+    start = speeds.index(_first_at_most(speeds, min(c.nic_GBps, c.gpu.pcie_GBps)))
+    best_ch, best_s = 0, 0.0
+    for s in speeds[start:]:
+        if best_ch and s / best_s <= 0.49:
+            break
+        ch = min(nics * max(1, int(c.nic_GBps // s)), k.MAX_SEARCH_CHANNELS)
+        if g > 1:
+            ch = min(ch, int((intra * g / (g - 1) + 1e-9) // s))
+        if ch >= 1 and ch * s > best_ch * best_s:
+            best_ch, best_s = ch, s
+    return (best_ch, best_s) if best_ch else (1, speeds[-1])
+
+
 def _dup(channels: int, bw: float, sm: int) -> tuple[int, float]:
     """``ncclTopoDupChannels``: twice the channels at half the speed, except for slow
     channels (< 25 GB/s, or < 50 GB/s on SM > 80 with more than 4 channels)."""
@@ -140,18 +169,20 @@ def topology(cluster: Cluster, nodes: int, gpus_per_node: int | None = None) -> 
         ch, bw = _dup(ch, s, sm)
         ring = Graph(ch, bw, bw, hw)
     else:
-        path = min(cluster.nic_GBps, cluster.gpu.pcie_GBps)
-        s = _first_at_most(k.SEARCH_SPEEDS_NET[arch], path)
-        per_nic = max(1, int(cluster.nic_GBps // s))
-        ch = max(1, min(nics * per_nic, k.MAX_SEARCH_CHANNELS))
+        ch, s = _search_net(k.SEARCH_SPEEDS_NET[arch], cluster, nics, g, total)
         ch, bw = _dup(ch, s, sm)
         ring = Graph(ch, bw, bw, hw)
     nvls = None
     if cluster.nvls and cluster.fabric == "nvswitch" and sm >= 90 and g >= 2:  # 2.30: g < 2
-        heads = g
-        s = _first_at_most(k.SEARCH_SPEEDS_INTRA[arch], total / (heads + 1))
-        inter = 2 * s if nodes == 1 else min(2 * s, ring.bw_inter * ring.channels / heads)
-        nvls = Graph(heads, s, inter, "nvlink")
+        heads = min(g, k.MAX_NVLS_ARITY)
+        speeds = k.SEARCH_SPEEDS_INTRA[arch]
+        s = _first_at_most(speeds, total / (heads + 1))
+        if (heads + 1) * s <= total + 1e-9:  # else NCCL's search finds no NVLS graph
+            inter = 2 * s
+            if nodes > 1:  # the heads share what the NICs carry; no chain caps them by NVLink
+                net_ch, net_s = _search_net(k.SEARCH_SPEEDS_NET[arch], cluster, nics, 1, total)
+                inter = min(inter, net_ch * net_s / heads)
+            nvls = Graph(heads, s, inter, "nvlink")
     tree = ring
     if nodes == 2:  # the search lets a tree's intra-node part run at up to twice the network's
         tree = Graph(ring.channels, min(2 * ring.bw_inter, total / ring.channels), ring.bw_inter,

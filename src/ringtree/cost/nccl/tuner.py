@@ -11,7 +11,10 @@ latency per step on the intra- or inter-node hardware, tree latency per level; t
 correction by size and the ring's multi-node plateau factor. ``NCCL_ALGO`` and ``NCCL_PROTO``
 act as in NCCL 2.24+ (``[collective:]list`` entries separated by ``;``, a leading ``^``
 excluding the names), ``NCCL_NVLS_ENABLE=0`` turns NVLS off, ``NCCL_COLLNET_ENABLE=1`` turns
-in-network reduction on where the network has it (SHARP), ``NCCL_PAT_ENABLE=0`` turns PAT off.
+in-network reduction on where the network has it (SHARP), ``NCCL_PAT_ENABLE=0`` turns PAT off,
+``NCCL_LL128_C2C=0`` keeps LL128 off the NICs a GPU reaches over C2C. The tables are NCCL
+2.30's; where an older release prices Blackwell otherwise (its per-channel caps before 2.28, no
+LL128 over C2C before 2.27) :class:`Settings` ``version`` selects that release's.
 
 These are NCCL's own predictions, used for its choice. What a call then takes is
 :mod:`ringtree.cost.nccl.timing`'s business.
@@ -92,8 +95,22 @@ def _graph(algorithm: str, topo: Topology) -> Graph | None:
     return topo.tree if algorithm in ("tree", "pat") else topo.ring
 
 
-def bandwidth(collective: Collective, algorithm: str, protocol: str, topo: Topology) -> float:
-    """NCCL's algorithm bandwidth, GB/s (0: disabled); see the module doc."""
+def _caps(topo: Topology, version: tuple[int, int] | None) -> tuple[float, float, float]:
+    """NCCL's per-channel caps (ring LL128, tree LL128, tree) for the topology's architecture
+    and node column, as release ``version`` has them (None: 2.30)."""
+    col = topo.node_column
+    if topo.arch == "blackwell" and version is not None and version < k.BLACKWELL_CAPS_SINCE:
+        old = k.BLACKWELL_CAPS_BEFORE_2_28
+        return old["ring_ll128"][col], old["tree_ll128"][col], old["tree"][col]
+    arch = topo.arch
+    return (k.PER_CH_MAX_RING_LL128_BW[arch][col], k.PER_CH_MAX_TREE_LL128_BW[arch][col],
+            k.PER_CH_MAX_TREE_BW[arch][col])
+
+
+def bandwidth(collective: Collective, algorithm: str, protocol: str, topo: Topology,
+              version: tuple[int, int] | None = None) -> float:
+    """NCCL's algorithm bandwidth, GB/s (0: disabled), as release ``version`` prices it
+    (None: 2.30); see the module doc."""
     g = _graph(algorithm, topo)
     if g is None or g.channels < 1:
         return 0.0
@@ -116,17 +133,18 @@ def bandwidth(collective: Collective, algorithm: str, protocol: str, topo: Topol
     else:
         bw = g.bw_intra if nodes <= 2 else g.bw_inter
     bus = g.channels * bw
+    ring_ll128, tree_ll128, tree = _caps(topo, version)
     if algorithm == "ring" and protocol == "ll":
         bus = min(_ll_max(topo), 0.5 * bus)
     elif algorithm == "ring" and protocol == "ll128":
-        bus = min(k.LL128_FACTOR * bus, g.channels * k.PER_CH_MAX_RING_LL128_BW[arch][col_i])
+        bus = min(k.LL128_FACTOR * bus, g.channels * ring_ll128)
     elif algorithm == "tree" and collective is Collective.ALL_REDUCE:
-        bus = min(k.LL128_FACTOR * bus, g.channels * k.PER_CH_MAX_TREE_BW[arch][col_i])
+        bus = min(k.LL128_FACTOR * bus, g.channels * tree)
         if protocol == "ll":
             bus = min(bus / k.TREE_LL_DIVISOR, _ll_max(topo))
         elif protocol == "ll128":
             factor = 7 / 9 if nodes == 1 else 120 / 128
-            bus = min(bus * factor, g.channels * k.PER_CH_MAX_TREE_LL128_BW[arch][col_i])
+            bus = min(bus * factor, g.channels * tree_ll128)
     elif algorithm == "pat":
         bus *= k.PAT_FACTOR
     elif algorithm == "collnet_direct":
@@ -191,8 +209,9 @@ def latency(
 @dataclass(frozen=True)
 class Settings:
     """What the environment enables: per collective, the algorithms and protocols allowed
-    (``None``: NCCL's defaults), NVLS, CollNet and PAT switches, NVLS's chunk sizes, and the
-    raw values."""
+    (``None``: NCCL's defaults), NVLS, CollNet, PAT and LL128-over-C2C switches, NVLS's chunk
+    sizes, the raw values, and the NCCL release (major, minor) whose tuner to follow where
+    releases differ (``None``: 2.30)."""
 
     algos: dict[str, frozenset[str]] | None
     protos: dict[str, frozenset[str]] | None
@@ -204,13 +223,17 @@ class Settings:
     #: from 4 nodes up, else the NVLS chunk), src/transport/nvls.cc:160-161, 227-231
     nvls_chunk: int = 128 * 1024
     nvlstree_max_chunk: int | None = None
+    ll128_c2c: bool = True
+    version: tuple[int, int] | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Settings:
+    def from_env(cls, env: Mapping[str, str], version: tuple[int, int] | None = None
+                 ) -> Settings:
         """Parse NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE, NCCL_PAT_ENABLE,
-        NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE (RingtreeError naming a bad value)."""
+        NCCL_LL128_C2C, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE (RingtreeError naming
+        a bad value) for NCCL release ``version`` (None: 2.30)."""
         names = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
-                 "NCCL_PAT_ENABLE", "NCCL_NVLS_CHUNKSIZE",
+                 "NCCL_PAT_ENABLE", "NCCL_LL128_C2C", "NCCL_NVLS_CHUNKSIZE",
                  "NCCL_NVLSTREE_MAX_CHUNKSIZE")
         raw = {v: env[v] for v in names if env.get(v)}
         return cls(
@@ -225,15 +248,19 @@ class Settings:
             raw=raw,
             nvls_chunk=_bytes(raw, "NCCL_NVLS_CHUNKSIZE") or 128 * 1024,
             nvlstree_max_chunk=_bytes(raw, "NCCL_NVLSTREE_MAX_CHUNKSIZE"),
+            ll128_c2c=_switch(raw, "NCCL_LL128_C2C", True)
+            and (version is None or version >= k.LL128_OVER_C2C_SINCE),
+            version=version,
         )
 
     @classmethod
-    def for_cluster(cls, cluster: Cluster, env: Mapping[str, str]) -> Settings:
+    def for_cluster(cls, cluster: Cluster, env: Mapping[str, str],
+                    version: tuple[int, int] | None = None) -> Settings:
         """:meth:`from_env` on the cluster's platform settings (``nccl_env``: what its network
-        plugin sets) overridden by ``env``'s NCCL_* values, as NCCL would see them."""
+        plugin sets) overridden by ``env``'s NCCL_* values, as NCCL ``version`` would see them."""
         merged = dict(cluster.nccl_env)
         merged.update({k: v for k, v in env.items() if k.startswith("NCCL_")})
-        return cls.from_env(merged)
+        return cls.from_env(merged, version)
 
 
 def _bytes(raw: dict[str, str], name: str) -> int | None:
@@ -287,6 +314,12 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str, frozens
     return out
 
 
+def nic_over_c2c(cluster: Cluster) -> bool:
+    """Whether a GPU reaches its NICs through its CPU over NVLink-C2C (Grace: GB200, GH200),
+    NCCL's P2C path (PHB before 2.27)."""
+    return cluster.cpu == "grace"
+
+
 def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topology,
             env: Settings) -> bool:
     """Whether NCCL would consider this pair (its defaults and the environment's say)."""
@@ -297,8 +330,11 @@ def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topolog
     if env.protos is not None and protocol not in env.protos.get(name, frozenset(k.PROTOCOLS)):
         return False
     c, nodes = topo.cluster, topo.nodes
-    # LL128's default: NVLink inside nodes, SM >= 70 (naming it in NCCL_PROTO forces it on)
-    if protocol == "ll128" and not named and (topo.ring.intra_hw != "nvlink" or c.gpu.sm < 70):
+    # LL128's default: NVLink inside nodes, SM >= 70, and across nodes no NIC behind a C2C
+    # link unless NCCL runs LL128 over C2C (naming it in NCCL_PROTO forces it on)
+    c2c_nic = nodes > 1 and nic_over_c2c(c) and not env.ll128_c2c
+    if protocol == "ll128" and not named and (topo.ring.intra_hw != "nvlink" or c.gpu.sm < 70
+                                             or c2c_nic):
         return False
     if protocol != "simple" and algorithm in ("nvls", "nvls_tree", "pat", "collnet_direct",
                                               "collnet_chain"):
@@ -308,11 +344,15 @@ def enabled(collective: Collective, algorithm: str, protocol: str, topo: Topolog
     if algorithm in ("nvls", "nvls_tree"):
         if not env.nvls or topo.nvls is None:
             return False
+        if collective is not Collective.ALL_REDUCE and topo.gpus_per_node > k.MAX_NVLS_ARITY:
+            return False
         if algorithm == "nvls_tree":
             return collective is Collective.ALL_REDUCE and nodes > 1
         return nodes == 1 or (c.sharp and env.collnet)
     if algorithm.startswith("collnet"):
         if not (c.sharp and env.collnet and nodes > 1):
+            return False
+        if topo.gpus_per_node > k.MAX_COLLNET_LOCAL_RANKS:
             return False
         return algorithm == "collnet_direct" or collective is Collective.ALL_REDUCE
     if algorithm == "pat":  # NCCL_PAT_ENABLE=1 forces it; 2 (default): 1 GPU per node only
@@ -332,7 +372,7 @@ def table(collective: Collective, topo: Topology, env: Settings) -> list[Entry]:
         for p in k.PROTOCOLS:
             if not enabled(collective, a, p, topo, env):
                 continue
-            bw = bandwidth(collective, a, p, topo)
+            bw = bandwidth(collective, a, p, topo, env.version)
             if bw > 0:
                 g = _graph(a, topo) or topo.ring
                 out.append(Entry(a, p, latency(collective, a, p, topo), bw, g))
