@@ -97,6 +97,9 @@ class Cluster:
     #: NCCL_* settings the platform applies before NCCL reads its environment (e.g. the
     #: network plugin's: aws-ofi-nccl sets NCCL_PROTO=simple on p4d); the user's win
     nccl_env: tuple[tuple[str, str], ...] = ()
+    #: the NCCL model's constants measured on this cluster (a cluster file's ``[cluster.
+    #: nccl_model]``, which ``ringtree calibrate --nccl-tests`` fits; see MODEL_KEYS)
+    nccl_model: tuple[tuple[str, float], ...] = ()
     source: str = ""
     assumed: tuple[str, ...] = ()
     notes: str = ""
@@ -155,7 +158,15 @@ CLUSTER_KEYS = (
     "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
     "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
-    "launch_us", "net_hop_us", "nccl_env",
+    "launch_us", "net_hop_us", "nccl_env", "nccl_model",
+)
+#: Constants of ringtree.cost.nccl.timing.Params a cluster file may set for itself in its
+#: ``nccl_model`` table (the per-network ones for the cluster's network); the others are
+#: NCCL's or the model's own and hold for every system.
+MODEL_KEYS = (
+    "intra_latency_scale", "ll128_latency_scale", "simple_latency_scale", "nvlink_efficiency",
+    "nvls_chunk_overhead_bytes", "nvls_latency_scale", "p2p_peer_us", "net_efficiency",
+    "net_simple_step_us",
 )
 
 
@@ -188,6 +199,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             launch_us=float(t["launch_us"]) if t.get("launch_us") else None,
             net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
             nccl_env=_nccl_env(t.get("nccl_env", {}), where),
+            nccl_model=_nccl_model(t.get("nccl_model", {}), where),
             source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
             notes=str(t.get("notes", "")),
         )
@@ -207,6 +219,16 @@ def _nccl_env(t: Any, where: str) -> tuple[tuple[str, str], ...]:
     ):
         raise RingtreeError(f"{where}: nccl_env must be a table of NCCL_* = value")
     return tuple(sorted((k, str(v)) for k, v in t.items()))
+
+
+def _nccl_model(t: Any, where: str) -> tuple[tuple[str, float], ...]:
+    bad = (not isinstance(t, dict) or sorted(set(t) - set(MODEL_KEYS))
+           or [v for v in t.values() if isinstance(v, bool) or not isinstance(v, int | float)
+               or not 0 <= v < 1e12])
+    if bad:
+        raise RingtreeError(f"{where}: nccl_model must be a table of numbers >= 0 with keys "
+                            f"among {', '.join(MODEL_KEYS)}")
+    return tuple(sorted((k, float(v)) for k, v in t.items()))
 
 
 def _whole(t: dict[str, Any], key: str, where: str) -> int:
@@ -298,4 +320,6 @@ def _as_table(c: Cluster) -> dict[str, Any]:
             t[key] = getattr(c, key)
     if c.nccl_env:
         t["nccl_env"] = dict(c.nccl_env)
+    if c.nccl_model:
+        t["nccl_model"] = dict(c.nccl_model)
     return t

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 from ringtree.collectives import Collective, bus_factor
@@ -91,6 +92,24 @@ class Params:
 
 
 DEFAULT = Params()
+
+
+def for_cluster(p: Params, cluster: Cluster) -> Params:
+    """``p`` with the cluster's own constants (``Cluster.nccl_model``, fitted to its nccl-tests
+    logs by ``ringtree calibrate --nccl-tests``): a per-network table takes the value for the
+    cluster's network."""
+    return _overridden(p, cluster.nccl_model, cluster.network) if cluster.nccl_model else p
+
+
+@cache
+def _overridden(p: Params, model: tuple[tuple[str, float], ...], network: str) -> Params:
+    changes: dict[str, Any] = {}
+    for name, value in model:
+        old = getattr(p, name)
+        if isinstance(old, tuple):  # a per-network table: this network's entry
+            value = tuple((k, v) for k, v in old if k != network) + ((network, value),)
+        changes[name] = value
+    return replace(p, **changes)
 
 
 @dataclass(frozen=True)
@@ -342,6 +361,7 @@ def predict_on(
 ) -> NcclCall:
     """:func:`predict` on a topology already worked out (a sweep reuses it)."""
     n = topo.n_ranks
+    params = for_cluster(params, topo.cluster)
     host = topo.cluster.launch_us or params.host_us
     if n == 1:
         return NcclCall(col, size_bytes, 1, topo.nodes, "ring", "simple", 1, host * 1e-6,
