@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+LOG = Path(__file__).parent / "data" / "nccl_tests" / "issue290-1x8-h100-one-process.log"
 NEEDS_TORCH = [
     ["run", "-n", "2", "all-reduce"],
     ["run", "-n", "2", "all-reduce", "--backend", "nccl"],
@@ -25,6 +27,8 @@ WITHOUT_TORCH = [
     ["plan", "--model", "7b", "--gpus", "16"],
     ["trace", "all-reduce", "-n", "4"],
     ["--version"],
+    ["validate", "--nccl-tests", str(LOG), "--cluster", "dgx-h100"],
+    ["calibrate", "--nccl-tests", str(LOG), "--cluster", "dgx-h100", "-o", "{tmp}/c.toml"],
 ]
 
 # Runs every command in one process that cannot import torch, and prints what each did.
