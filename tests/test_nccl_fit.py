@@ -62,16 +62,24 @@ def test_the_fit_recovers_what_made_the_measurements():
     cal = nccl_fit.fit([log], base)
     assert cal.held_back_median_abs_error < 0.02  # sizes the fit did not see
     assert cal.cluster.net_hop_us == pytest.approx(20.0, rel=0.05)
-    assert nccl_fit.value_of(cal.cluster, "net_efficiency") == pytest.approx(0.4, rel=0.05)
+    got = nccl_fit.value_of(cal.cluster, "nccl_model_multinode.net_efficiency")
+    assert got == pytest.approx(0.4, rel=0.05)
 
 
-def test_a_multi_node_log_leaves_nvlink_alone_and_a_one_node_log_the_network():
+def test_a_multi_node_log_leaves_one_node_calls_alone_and_a_one_node_log_the_network():
     even, _ = halves(P5)
-    two = nccl_fit.fit([even], get_cluster("aws-p5"))
-    assert {"nvlink_efficiency", "intra_latency_scale"}.isdisjoint(two.tried)
+    preset = get_cluster("aws-p5")
+    two = nccl_fit.fit([even], preset)
+    assert two.tried and all(k.startswith("nccl_model_multinode.") for k in two.tried)
+    assert not any(k.endswith(("nvlink_efficiency", "intra_latency_scale")) for k in two.tried)
+    for size in (8, 1 << 16, 1 << 24, 1 << 30):  # one node: the preset's prediction
+        assert timing.predict("all-reduce", size, two.cluster, 1).time_s == timing.predict(
+            "all-reduce", size, preset, 1).time_s
+    assert timing.predict("all-reduce", 1 << 24, two.cluster, 2).time_s != timing.predict(
+        "all-reduce", 1 << 24, preset, 2).time_s
     one = nccl_fit.fit(parse_file(DATA / "issue290-1x8-h100-one-process.log"),
                        get_cluster("dgx-h100"), hold_back=0)
-    assert {"net_efficiency", "net_hop_us", "net_simple_step_us"}.isdisjoint(one.tried)
+    assert all(k.startswith("nccl_model.") and ".net_" not in k for k in one.tried)
     assert one.held_back == () and one.held_back_median_abs_error is None
 
 
@@ -104,6 +112,13 @@ def test_a_cluster_file_s_nccl_model_is_what_the_model_uses():
         assert got.time_s == want.time_s
     assert timing.predict("all-reduce", 1 << 30, c, 2).time_s > timing.predict(
         "all-reduce", 1 << 30, base, 2).time_s
+    across = cluster_from_table("across", {"preset": "dgx-h100", "nccl_model_multinode": {
+        "net_efficiency": 0.5, "nvls_latency_scale": 2.0}}, "test")
+    assert timing.predict("all-reduce", 1 << 30, across, 2).time_s == timing.predict(
+        "all-reduce", 1 << 30, c, 2).time_s
+    assert timing.predict("all-reduce", 1 << 26, across, 1).time_s == timing.predict(
+        "all-reduce", 1 << 26, base, 1).time_s != timing.predict(
+        "all-reduce", 1 << 26, c, 1).time_s  # NVLS on one node: c's latency scale
     for bad in ({"nvlink_links": 1.0}, {"net_efficiency": "fast"}, {"net_efficiency": -1}):
-        with pytest.raises(RingtreeError, match="nccl_model must be a table"):
+        with pytest.raises(RingtreeError, match=r"^test: nccl_model and nccl_model_multinode"):
             cluster_from_table("bad", {"preset": "dgx-h100", "nccl_model": bad}, "test")

@@ -5,9 +5,12 @@ over :mod:`ringtree.bench.nccl_check`), run on one cluster's logs instead of the
 systems: first the floor calibration (the median time of the sizes up to 4 KiB sets the
 cluster's ``launch_us`` from a one-node run, else its ``net_hop_us``), then each constant the
 model keeps per system (:data:`CONSTANTS`) in turn by golden-section search within its
-bounds, :data:`SWEEPS` sweeps, to the lowest mean |busbw error| of the fitted points. A
-constant is fitted only where the logs can tell it: moving it across its bounds must move a
-prediction by at least :data:`TELLS` (the network's on one node, NVLS's without NVLS, do not).
+bounds, :data:`SWEEPS` sweeps, to the lowest mean |busbw error| of the fitted points. It runs
+in two stages (:data:`STAGES`): one-node runs fit the constants that hold for every call
+(NVLink's, the protocols' and NVLS's), then multi-node runs fit those that hold across nodes
+(the network's, and the same protocol and NVLS constants as they behave there), each with
+its own floor. A constant is fitted only where the logs can tell it: moving it across its
+bounds must move a prediction by at least :data:`TELLS`.
 
 Fitting and checking stay apart: every ``hold_back``-th size of each test (the 2nd, 2nd +
 hold_back, ...; none when 0) is left out of the fit, and the error of the fitted model on
@@ -31,21 +34,23 @@ from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
 from ringtree.cost.nccl.tuner import NCCL_COLLECTIVES
 from ringtree.errors import RingtreeError
 
-#: (name, low, high, where it is told): the per-cluster constants and the bounds searched.
+#: (name, low, high, runs that tell it): the per-cluster constants and the bounds searched.
 #: The scales, NVLink efficiency and per-peer cost keep bench/fit_nccl_model.py's bounds; a
 #: network's efficiency is at most its line rate (1.0); NVLS's per-chunk overhead and latency
 #: scale get wider bounds than the global fit's (96 KiB, 4x): the AWS p5 logs over EFA reach
-#: them. "node": fitted only from a one-node run (NVLink alone on the path: a multi-node log
-#: would charge the network's costs to NVLink, and a plan's tensor parallelism inside a node
-#: would inherit them); "net": only from a multi-node run; "any": from either.
+#: them. "node": fitted from one-node runs only (NVLink alone on the path); "net": from
+#: multi-node runs only; "any": from either, separately (:func:`fit`).
 CONSTANTS = (
-    ("intra_latency_scale", 0.3, 3.0, "node"), ("ll128_latency_scale", 0.3, 3.0, "any"),
-    ("simple_latency_scale", 0.3, 3.0, "any"), ("nvlink_efficiency", 0.5, 1.05, "node"),
+    ("intra_latency_scale", 0.3, 3.0, "node"), ("nvlink_efficiency", 0.5, 1.05, "node"),
+    ("ll128_latency_scale", 0.3, 3.0, "any"), ("simple_latency_scale", 0.3, 3.0, "any"),
     ("nvls_chunk_overhead_bytes", 0.0, float(1 << 20), "any"),
     ("nvls_latency_scale", 0.5, 8.0, "any"), ("p2p_peer_us", 0.0, 30.0, "any"),
     ("net_efficiency", 0.3, 1.0, "net"), ("net_simple_step_us", 1.0, 2000.0, "net"),
-    ("net_hop_us", 0.5, 500.0, "net"),
 )
+#: The cluster file's tables the two stages write: what one-node runs tell holds for every
+#: call; what multi-node runs tell, for calls that cross nodes (a 2-node log's costs would
+#: otherwise slow a plan's tensor parallelism inside a node).
+STAGES = (("nccl_model", ("node", "any")), ("nccl_model_multinode", ("net", "any")))
 SWEEPS = 2
 #: A constant is fitted when moving it across its bounds moves a prediction by this much.
 TELLS = 0.01
@@ -157,27 +162,30 @@ def shape_of(t: Test) -> tuple[int, int]:
     return len(t.hosts), gpn
 
 
-def value_of(c: Cluster, name: str) -> float:
-    """A constant's value on ``c``: a cluster field, its nccl_model entry, or the model's
-    default (for the cluster's network)."""
+def value_of(c: Cluster, key: str) -> float:
+    """A constant's value on ``c``: ``launch_us``/``net_hop_us`` (a field, else the model's
+    default), or ``TABLE.NAME`` for a model constant as calls on one node (``nccl_model``) or
+    across nodes (``nccl_model_multinode``) see it, for the cluster's network."""
     from ringtree.cost.nccl import timing
 
-    if name in ("launch_us", "net_hop_us"):
-        v = getattr(c, name)
+    if key in ("launch_us", "net_hop_us"):
+        v = getattr(c, key)
         if v is not None:
             return float(v)
-        return timing.DEFAULT.host_us if name == "launch_us" else timing.DEFAULT.hop_us(c.network)
-    p = timing.for_cluster(timing.DEFAULT, c)
+        return timing.DEFAULT.host_us if key == "launch_us" else timing.DEFAULT.hop_us(c.network)
+    table, name = key.split(".")
+    p = timing.for_cluster(timing.DEFAULT, c, 1 if table == "nccl_model" else 2)
     v = getattr(p, name)
     return float(dict(v).get(c.network, 0.0)) if isinstance(v, tuple) else float(v)
 
 
-def with_value(c: Cluster, name: str, value: float) -> Cluster:
-    """``c`` with one constant set (a field, or an entry of its nccl_model table)."""
-    if name in ("launch_us", "net_hop_us"):
-        return replace(c, **{name: value})
-    model = dict(c.nccl_model) | {name: value}
-    return replace(c, nccl_model=tuple(sorted(model.items())))
+def with_value(c: Cluster, key: str, value: float) -> Cluster:
+    """``c`` with one constant set (a field, or ``TABLE.NAME``: an entry of that table)."""
+    if key in ("launch_us", "net_hop_us"):
+        return replace(c, **{key: value})
+    table, name = key.split(".")
+    model = dict(getattr(c, table)) | {name: value}
+    return replace(c, **{table: tuple(sorted(model.items()))})
 
 
 def split(runs: Sequence[published.Run], hold_back: int) -> tuple[list, list, tuple[int, ...]]:
@@ -213,14 +221,14 @@ def error(cluster: Cluster, runs: Sequence[published.Run]) -> float:
     return every.pooled
 
 
-def tells(cluster: Cluster, runs: Sequence[published.Run], name: str, lo: float,
+def tells(cluster: Cluster, runs: Sequence[published.Run], key: str, lo: float,
           hi: float) -> bool:
-    """Whether the runs' predictions move by TELLS as ``name`` goes from ``lo`` to ``hi``."""
+    """Whether the runs' predictions move by TELLS as ``key`` goes from ``lo`` to ``hi``."""
     predict = nccl_check.predictor()
     for r in runs:
         for s in r.sizes:
-            a, _ = predict(with_value(cluster, name, lo), r, s)
-            b, _ = predict(with_value(cluster, name, hi), r, s)
+            a, _ = predict(with_value(cluster, key, lo), r, s)
+            b, _ = predict(with_value(cluster, key, hi), r, s)
             if abs(b / a - 1) >= TELLS:
                 return True
     return False
@@ -238,37 +246,32 @@ def fit(tests: Sequence[Test], cluster: Cluster, hold_back: int = 4,
                             f"prices: too few to fit on (at least {MIN_FITTED} after holding "
                             "back every hold-back-th)")
     before = error(cluster, fitted_runs)
-    names = [n for n, lo, hi, where in CONSTANTS
-             if _fits(n, where, cluster, fitted_runs, lo, hi)]
-    c = cluster
+    c, tried = cluster, []
+    for table, wheres in STAGES:
+        part = [r for r in fitted_runs if (r.nodes > 1) == (table != "nccl_model")]
+        if not part:
+            continue
+        keys = [(f"{table}.{n}", lo, hi) for n, lo, hi, where in CONSTANTS
+                if where in wheres and tells(c, part, f"{table}.{n}", lo, hi)]
+        c = nccl_check.calibrate(_system(_search(c, part, keys), part)).cluster
+        tried += [k for k, _, _ in keys]
+    moved = [k for k in ("launch_us", "net_hop_us", *tried)
+             if value_of(c, k) != value_of(cluster, k)]
+    held = tuple(published.points([_system(c, held_runs)], nccl_check.predictor()))
+    return Calibration(c, tuple(moved), tuple(tried), sum(len(r.sizes) for r in fitted_runs),
+                       error(c, fitted_runs), held_sizes, held, before,
+                       time.perf_counter() - t0)
+
+
+def _search(c: Cluster, runs: list[published.Run], keys: list[tuple[str, float, float]]
+            ) -> Cluster:
+    """``c`` with each key in turn at its golden-section best, SWEEPS sweeps."""
     for _ in range(SWEEPS):
-        for name, lo, hi, _where in CONSTANTS:
-            if name not in names:
-                continue
-            best = golden(lambda v, n=name, c0=c: error(with_value(c0, n, v), fitted_runs), lo, hi)
-            if error(with_value(c, name, best), fitted_runs) < error(c, fitted_runs):
-                c = with_value(c, name, best)
-    calibrated = nccl_check.calibrate(_system(c, fitted_runs)).cluster
-    floor = [f for f in ("launch_us", "net_hop_us") if getattr(calibrated, f) != getattr(c, f)]
-    moved = [n for n in names if value_of(c, n) != value_of(cluster, n)]
-    held = tuple(published.points([_system(calibrated, held_runs)], nccl_check.predictor()))
-    return Calibration(calibrated, tuple(dict.fromkeys(floor + moved)), tuple(names),
-                       sum(len(r.sizes) for r in fitted_runs), error(c, fitted_runs),
-                       held_sizes, held, before, time.perf_counter() - t0)
-
-
-def _fits(name: str, where: str, cluster: Cluster, runs: Sequence[published.Run], lo: float,
-          hi: float) -> bool:
-    """Whether to fit ``name``: the runs it may be told from (CONSTANTS) tell it, and for
-    ``net_hop_us`` the floor does not set it already (it does when no run is on one node)."""
-    every, runs = runs, [r for r in runs if where == "any" or (r.nodes == 1) == (where == "node")]
-    if not runs:
-        return False
-    if name == "net_hop_us":
-        point = nccl_check.calibration_point(_system(cluster, every))
-        if point is None or point[0].nodes != 1:
-            return False
-    return tells(cluster, runs, name, lo, hi)
+        for key, lo, hi in keys:
+            best = golden(lambda v, k=key, c0=c: error(with_value(c0, k, v), runs), lo, hi)
+            if error(with_value(c, key, best), runs) < error(c, runs):
+                c = with_value(c, key, best)
+    return c
 
 
 __all__ = ["CONSTANTS", "Calibration", "fit", "golden", "runs_of", "split"]

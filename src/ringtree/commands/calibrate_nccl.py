@@ -24,7 +24,7 @@ from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 
 #: Keys of a base cluster file that the calibration writes anew.
-FITTED_KEYS = ("launch_us", "net_hop_us", "nccl_model")
+FITTED_KEYS = ("launch_us", "net_hop_us", "nccl_model", "nccl_model_multinode")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,11 +48,14 @@ def run(args: argparse.Namespace) -> int:
 def _at_bounds(cal: nccl_fit.Calibration) -> list[str]:
     """The fitted constants that ended at a bound of their search."""
     out = []
-    for name, lo, hi, _ in nccl_fit.CONSTANTS:
-        if name in cal.fitted:
-            v = nccl_fit.value_of(cal.cluster, name)
-            if min(abs(v - lo), abs(v - hi)) <= 0.002 * (hi - lo):
-                out.append(name)
+    bounds = {name: (lo, hi) for name, lo, hi, _ in nccl_fit.CONSTANTS}
+    for key in cal.fitted:
+        if key.split(".")[-1] not in bounds:  # the floor's fields: set, not searched
+            continue
+        lo, hi = bounds[key.split(".")[-1]]
+        v = nccl_fit.value_of(cal.cluster, key)
+        if min(abs(v - lo), abs(v - hi)) <= 0.002 * (hi - lo):
+            out.append(key)
     return out
 
 
@@ -95,8 +98,9 @@ def file_text(cal: nccl_fit.Calibration, base: str, logs: list[str],
     for key in ("launch_us", "net_hop_us"):
         if getattr(c, key) is not None:
             table[key] = round(float(getattr(c, key)), 4)
-    if c.nccl_model:
-        table["nccl_model"] = {k: round(v, 6) for k, v in c.nccl_model}
+    for key in ("nccl_model", "nccl_model_multinode"):
+        if getattr(c, key):
+            table[key] = {k: round(v, 6) for k, v in getattr(c, key)}
     held = cal.held_back_median_abs_error
     calibration = {
         "written_by": f"ringtree {__version__} calibrate --nccl-tests",
@@ -123,8 +127,7 @@ def render(cal: nccl_fit.Calibration, rec: dict[str, Any], tests: list[Test]) ->
     for name, value in rec["constants"].items():
         why = ("at its bound: the model lacks a term here" if name in rec["at_bounds"] else
                "set by the floor (sizes up to 4 KiB)" if name in ("launch_us", "net_hop_us")
-               and name not in cal.tried else
-               "" if name in cal.fitted else "the model's value fitted best (not written)")
+               else "" if name in cal.fitted else "the model's value fitted best (not written)")
         t.add_row(name, f"{value:.4g}", why)
     console.print(t)
     if cal.held_back:

@@ -98,8 +98,10 @@ class Cluster:
     #: network plugin's: aws-ofi-nccl sets NCCL_PROTO=simple on p4d); the user's win
     nccl_env: tuple[tuple[str, str], ...] = ()
     #: the NCCL model's constants measured on this cluster (a cluster file's ``[cluster.
-    #: nccl_model]``, which ``ringtree calibrate --nccl-tests`` fits; see MODEL_KEYS)
+    #: nccl_model]``, which ``ringtree calibrate --nccl-tests`` fits; see MODEL_KEYS), and
+    #: those measured across nodes, for calls that cross nodes (``nccl_model_multinode``)
     nccl_model: tuple[tuple[str, float], ...] = ()
+    nccl_model_multinode: tuple[tuple[str, float], ...] = ()
     source: str = ""
     assumed: tuple[str, ...] = ()
     notes: str = ""
@@ -158,7 +160,7 @@ CLUSTER_KEYS = (
     "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
     "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
-    "launch_us", "net_hop_us", "nccl_env", "nccl_model",
+    "launch_us", "net_hop_us", "nccl_env", "nccl_model", "nccl_model_multinode",
 )
 #: Constants of ringtree.cost.nccl.timing.Params a cluster file may set for itself in its
 #: ``nccl_model`` table (the per-network ones for the cluster's network); the others are
@@ -186,6 +188,8 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             raise RingtreeError(
                 f"{where}: {name} {t[name]!r} unknown: expected one of {', '.join(allowed)}"
             )
+    model = _nccl_model(t.get("nccl_model", {}), where)
+    multinode = _nccl_model(t.get("nccl_model_multinode", {}), where)
     try:
         c = Cluster(
             key=key, name=str(t.get("name", key)), gpu=gpus()[gpu_key],
@@ -199,7 +203,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             launch_us=float(t["launch_us"]) if t.get("launch_us") else None,
             net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
             nccl_env=_nccl_env(t.get("nccl_env", {}), where),
-            nccl_model=_nccl_model(t.get("nccl_model", {}), where),
+            nccl_model=model, nccl_model_multinode=multinode,
             source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
             notes=str(t.get("notes", "")),
         )
@@ -226,8 +230,8 @@ def _nccl_model(t: Any, where: str) -> tuple[tuple[str, float], ...]:
            or [v for v in t.values() if isinstance(v, bool) or not isinstance(v, int | float)
                or not 0 <= v < 1e12])
     if bad:
-        raise RingtreeError(f"{where}: nccl_model must be a table of numbers >= 0 with keys "
-                            f"among {', '.join(MODEL_KEYS)}")
+        raise RingtreeError(f"{where}: nccl_model and nccl_model_multinode must be tables of "
+                            f"numbers >= 0 with keys among {', '.join(MODEL_KEYS)}")
     return tuple(sorted((k, float(v)) for k, v in t.items()))
 
 
@@ -320,6 +324,7 @@ def _as_table(c: Cluster) -> dict[str, Any]:
             t[key] = getattr(c, key)
     if c.nccl_env:
         t["nccl_env"] = dict(c.nccl_env)
-    if c.nccl_model:
-        t["nccl_model"] = dict(c.nccl_model)
+    for key in ("nccl_model", "nccl_model_multinode"):
+        if getattr(c, key):
+            t[key] = dict(getattr(c, key))
     return t
