@@ -108,3 +108,12 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, what):
                       "   4096   1024  float  sum  -1  12.x\n")
     argv = [a.format(tmp=tmp_path / "out.toml", broken=broken) for a in argv]
     assert what in error(capsys, *argv)
+
+
+def test_nccl_settings_in_the_environment_are_what_the_log_ran_with(capsys, monkeypatch):
+    ring = str(DATA / "issue290-2x8-h100-ring-no-header.log")
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    v = out_json(capsys, "validate", "--nccl-tests", ring, "--cluster", "dgx-h100")
+    assert {r["nccl"].split("/")[0] for r in v["rows"]} == {"Ring"}
+    (f,) = v["findings"]
+    assert f["kind"] == "fewer-nics" and "2 of the 8 NICs" in f["message"]

@@ -122,3 +122,13 @@ def test_a_cluster_file_s_nccl_model_is_what_the_model_uses():
     for bad in ({"nvlink_links": 1.0}, {"net_efficiency": "fast"}, {"net_efficiency": -1}):
         with pytest.raises(RingtreeError, match=r"^test: nccl_model and nccl_model_multinode"):
             cluster_from_table("bad", {"preset": "dgx-h100", "nccl_model": bad}, "test")
+
+
+def test_each_type_of_a_d_all_run_is_a_run_of_its_own():
+    """``-d all`` prints a row per type at each size: one run per (type, op, root)."""
+    (t,) = parse_file(DATA / "issue290-1x8-h100-one-process.log")
+    halves_ = tuple(replace(r, dtype="half", count=r.count * 2) for r in t.rows)
+    mixed = replace(t, rows=tuple(x for pair in zip(t.rows, halves_, strict=True) for x in pair))
+    runs = nccl_fit.runs_of([mixed])
+    assert len(runs) == 2 and runs[0].sizes == runs[1].sizes == tuple(r.size_bytes
+                                                                       for r in t.rows)
