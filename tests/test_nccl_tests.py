@@ -220,3 +220,24 @@ def test_rows_written_as_nccl_tests_writes_them_read_back(rows, tag, splits, inf
 def test_demultiplex_keeps_line_numbers_of_where_a_line_began():
     lines = list(demultiplex("[1,0]<stdout>:a[1,1]<stdout>:x\nplain\n[1,0]<stdout>:b\n"))
     assert [(ln.number, ln.text) for ln in lines] == [(1, "x"), (2, "plain"), (1, "ab")]
+
+
+def test_ringtree_bench_s_own_text_reads_back():
+    """``ringtree bench``'s text (bench/table.py): a block per collective and algorithm."""
+    from ringtree.bench.result import BenchResult
+    from ringtree.bench.result import Row as BenchRow
+    from ringtree.bench.table import render_text
+
+    rows = [BenchRow("all-reduce", alg, s, s // 4, "float32", "sum", None, t, s / t / 1e3,
+                     1.5 * s / t / 1e3, 0, 20, 4 if alg == "ring" else None)
+            for alg, t0 in (("ring", 90.0), ("tree", 120.0))
+            for s, t in ((65536, t0), (1 << 20, t0 * 8), (16 << 20, t0 * 100))]
+    rows.append(BenchRow("all-gather", "ring", 1 << 20, 1 << 16, "float32", None, None, 500.0,
+                         2.1, 1.57, 0, 20))
+    meta = {"backend": "gloo", "n_ranks": 4, "cores": 2, "host": "h", "ringtree": "0.1.0"}
+    tests = parse_text(render_text(BenchResult(meta, rows)), "bench.txt")
+    assert [(t.test, t.algorithm, t.n_ranks, len(t.rows)) for t in tests] == [
+        ("all_reduce", "ring", 4, 3), ("all_reduce", "tree", 4, 3), ("all_gather", "ring", 4, 1)]
+    assert [r.out_of_place.time_us for r in tests[1].rows] == [120.0, 960.0, 12000.0]
+    assert tests[0].rows[1].out_of_place.busbw_gbps == pytest.approx(1.5 * (1 << 20) / 720e3,
+                                                                     abs=5e-4)

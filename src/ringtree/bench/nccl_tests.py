@@ -9,7 +9,8 @@ lines between and inside the table, and lines tagged by the launcher: Open MPI's
 several writes, and mpirun tags each), Slurm's ``srun -l`` and PALS/mpiexec ``--label``
 (``0: ``), MPICH's ``-prepend-rank`` (``[0] ``), a ``[host:pid]`` prefix and SkyPilot's
 ``(head, rank=0, pid=3808)``. :func:`demultiplex` puts each tagged stream's pieces back
-together before the lines are read.
+together before the lines are read. ``ringtree bench``'s text (:mod:`ringtree.bench.table`:
+a block per collective and algorithm, an ``iters`` column) reads the same way.
 
 What a test gives (:class:`Test`): its header (nThread, nGpus, minBytes ...), the ranks of the
 "Using devices" list (so the hosts, nodes, GPUs per node and GPU model), each row's out-of-place
@@ -68,6 +69,10 @@ _DEVICE = re.compile(
     r"\s+\[[^\]]*\]\s+(.*?)\s*$"
 )
 _HEADER = re.compile(r"^#?\s*nThread\s+\d+")
+#: ringtree bench's lines: ``# ringtree bench: 4 gloo processes ...``, ``# all-reduce  algorithm:
+#: ring (pipeline chunks: 8)``
+_RINGTREE = re.compile(r"ringtree bench: (\d+) \S+ processes")
+_BLOCK = re.compile(r"^([a-z-]+)\s+algorithm:\s+(\S+)")
 _HEADER_FIELDS = {
     "nthread": r"nThread\s+(\d+)", "ngpus": r"nGpus\s+(\d+)", "min_bytes": r"minBytes\s+(\d+)",
     "max_bytes": r"maxBytes\s+(\d+)", "step": r"step:\s+(\S+)",
@@ -203,6 +208,8 @@ class Test:
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
     ranks_inferred: bool = False
+    #: the algorithm of a ``ringtree bench`` block ("" for nccl-tests, where NCCL chooses)
+    algorithm: str = ""
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -291,6 +298,7 @@ class _Reader:
         self.nccl = ""
         self.env: dict[str, str] = {}
         self.name = ""  # "# Collective test starting: NAME"
+        self.processes = 0  # "# ringtree bench: N ... processes"
         self._begin(0)
 
     def _begin(self, line: int) -> None:
@@ -302,6 +310,7 @@ class _Reader:
         self.avg: float | None = None
         self.oob: int | None = None
         self.ended = False
+        self.algorithm = ""
 
     def _close(self) -> None:
         """End the open test (kept if it has rows)."""
@@ -366,6 +375,11 @@ class _Reader:
             self.devices = []
         elif (m := _DEVICE.match(s)) is not None:
             self.devices.append(Device(int(m[1]), int(m[2]), m[3], int(m[4]), m[5]))
+        elif (m := _BLOCK.match(body)) is not None and _bench_name(m[1]):
+            self._close()
+            self.name, self.algorithm = _bench_name(m[1]), m[2]
+        elif (m := _RINGTREE.search(body)) is not None:
+            self.processes = int(m[1])
         elif words[:1] == ["size"] and "time" in words:
             if self.rows:
                 self._close()
@@ -402,7 +416,7 @@ class _Reader:
     def _test(self) -> Test:
         name = self.name or self.command or _name_in(self.source)
         devices = tuple(self.devices)
-        n_ranks, inferred = len(devices), False
+        n_ranks, inferred = len(devices) or self.processes, False
         if not name:
             name, n_ranks, inferred = _infer(self.rows, n_ranks, self._error(self.start, ""))
         elif not n_ranks:
@@ -412,7 +426,8 @@ class _Reader:
                                               "and no row to tell its ranks by (busbw / algbw)")
         return Test(self.source, self.start, name, TESTS[name], n_ranks, tuple(self.rows),
                     devices, dict(self.header), self.nccl, self.version,
-                    tuple(sorted(self.env.items())), self.avg, self.oob, inferred)
+                    tuple(sorted(self.env.items())), self.avg, self.oob, inferred,
+                    self.algorithm)
 
 
 def _looks_like_row(s: str, in_table: bool) -> bool:
@@ -456,13 +471,22 @@ def _read_row(n: int, f: list[str], layout: list[str], r: _Reader) -> Row:
                           f"{len(layout)} ({' '.join(layout)}): truncated or garbled")
     first = layout.index("time")
     lead = dict(zip(layout[:first], f[:first], strict=True))
-    groups = [_timing(n, f[i: i + 4], r) for i in range(first, len(f), 4)]
+    starts = [i for i in range(first, len(f) - 3, 4) if layout[i] == "time"]
+    groups = [_timing(n, f[i: i + 4], r) for i in starts]  # later columns (iters) left out
     size, count = _whole(n, lead.get("size", ""), "size", r), _whole(n, lead.get("count", ""),
                                                                      "count", r)
     root = lead.get("root")
     return Row(n, size, count, lead.get("type", ""), lead.get("redop"),
                int(root) if root is not None and re.fullmatch(r"-?\d+", root) else None,
                groups[0], groups[1] if len(groups) > 1 else None)
+
+
+def _bench_name(collective: str) -> str:
+    """nccl-tests' name of a ringtree collective (``all-to-all`` -> ``alltoall``), or ""."""
+    for name, c in TESTS.items():
+        if c is not None and c.value == collective:
+            return name
+    return ""
 
 
 def _whole(n: int, text: str, what: str, r: _Reader) -> int:
