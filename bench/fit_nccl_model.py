@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from ringtree.bench import nccl_check, published
+from ringtree.bench.nccl_fit import golden
 from ringtree.cost.nccl import timing
 
 HERE = Path(__file__).parent
@@ -64,24 +64,6 @@ def fit_error(systems: list[published.System], params: timing.Params) -> float:
     """Mean busbw error over the fit set, each system calibrated."""
     _, fit, _, _ = nccl_check.score(systems, params)
     return fit.pooled
-
-
-def golden(f, lo: float, hi: float, steps: int = 14) -> float:  # noqa: ANN001
-    """The argmin of ``f`` on [lo, hi] by golden-section search."""
-    g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(steps):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
-    return (a + b) / 2
 
 
 def main() -> None:

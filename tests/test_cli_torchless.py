@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+LOG = Path(__file__).parent / "data" / "nccl_tests" / "issue290-1x8-h100-one-process.log"
 NEEDS_TORCH = [
     ["run", "-n", "2", "all-reduce"],
     ["run", "-n", "2", "all-reduce", "--backend", "nccl"],
@@ -28,6 +29,8 @@ WITHOUT_TORCH = [
     ["profile", str(Path(__file__).parent / "data" / "kineto" / "cpu-3ranks"), "--cluster",
      "dgx-h100"],
     ["--version"],
+    ["validate", "--nccl-tests", str(LOG), "--cluster", "dgx-h100"],
+    ["calibrate", "--nccl-tests", str(LOG), "--cluster", "dgx-h100", "-o", "{tmp}/c.toml"],
 ]
 
 # Runs every command in one process that cannot import torch, and prints what each did.

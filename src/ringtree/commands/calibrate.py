@@ -1,5 +1,7 @@
 """``ringtree calibrate``: measure a sweep, fit the link constants by least squares, write a
-profile that ``cost``, ``crossover``, ``plan`` and ``validate`` take as a link."""
+profile that ``cost``, ``crossover``, ``plan`` and ``validate`` take as a link; or, with
+``--nccl-tests LOG... --cluster X``, fit a cluster's NCCL model to its nccl-tests output and
+write a cluster file (:mod:`ringtree.commands.calibrate_nccl`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ringtree.bench.plots import plot_sweep
 from ringtree.bench.result import BenchResult
 from ringtree.collectives import Collective
 from ringtree.commands import args as A
+from ringtree.commands import calibrate_nccl, nccl_logs
 from ringtree.commands.sweep_options import (
     add_plot_option,
     add_save_option,
@@ -52,7 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "residuals and writes a profile: give it to cost/crossover/plan as --profile FILE "
         "(or --link FILE.toml), and check it with 'ringtree validate'. By default it measures "
         "all-reduce, reduce-scatter and all-gather: all-gather moves reduce-scatter's bytes "
-        "without reducing them, which separates the cost of a byte from that of reducing it.",
+        "without reducing them, which separates the cost of a byte from that of reducing it. "
+        "With --nccl-tests LOG... --cluster X it measures nothing: it fits the NCCL model's "
+        "constants of that cluster (launch floor, network hop, efficiencies) to the logs, "
+        "holding back every --hold-back-th size to report the fit's error, and writes a "
+        "cluster file for cost, crossover, plan and validate --cluster.",
     )
     add_sweep_options(
         p,
@@ -71,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         metavar="PROFILE.toml",
         type=A.output_file(".toml"),
-        help="where to write the profile",
+        help="where to write the profile (with --nccl-tests: the cluster file)",
     )
     p.add_argument(
         "--cores",
@@ -89,7 +96,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_save_option(p)
     p.add_argument("--json", action="store_true", help="print the fits as JSON")
     add_plot_option(p, "draw the measured points and the fitted model (.png or .svg)")
-    p.set_defaults(func=run)
+    nccl_logs.add_arguments(p, "fit these logs instead of measuring")
+    p.add_argument("--hold-back", type=A.non_negative_int, default=4, metavar="K",
+                   help="with --nccl-tests: leave every K-th size out of the fit (the 2nd, "
+                        "2nd + K, ...) and report the error there (default 4; 0: fit all)")
+    nccl_logs.optional_ranks(p)
+    p.set_defaults(func=run, nccl_foreign=nccl_logs.foreign(
+        p, ("nccl_tests", "cluster", "hold_back", "output", "json", "quiet")))
 
 
 def _per_backend(path: str | None, backend: str, n_backends: int) -> str | None:
@@ -101,7 +114,13 @@ def _per_backend(path: str | None, backend: str, n_backends: int) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure per transport (or load), fit, write the profile, print the fits."""
+    """Measure per transport (or load), fit, write the profile, print the fits; or fit the
+    NCCL model to nccl-tests logs."""
+    nccl_logs.check_mode(args, "calibrate")
+    if args.nccl_tests is not None:
+        return calibrate_nccl.run(args)
+    if args.hold_back != 4:
+        raise RingtreeError("--hold-back goes with --nccl-tests LOG")
     out = args.output
     plot = Path(args.plot) if args.plot else None
     cores = args.cores or os.cpu_count() or 1

@@ -1,5 +1,7 @@
 """``ringtree validate``: measure sizes a calibration did not see and compare them with the
-profile's predictions; check that auto picks the fastest algorithm."""
+profile's predictions; check that auto picks the fastest algorithm. With ``--nccl-tests LOG
+--cluster X``: a cluster's nccl-tests output against what the NCCL model says that cluster
+should give, and why not (:mod:`ringtree.commands.validate_nccl`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from rich.table import Table
 from ringtree.bench.plots import plot_sweep
 from ringtree.bench.result import BenchResult
 from ringtree.bench.validate import AUTO_TOLERANCE, Validation, validate
+from ringtree.commands import nccl_logs, validate_nccl
 from ringtree.commands.calibrate import FIT_MIN_ITERS
 from ringtree.commands.sweep_options import (
     add_plot_option,
@@ -27,6 +30,7 @@ from ringtree.cost.host import HostLink, under_load
 from ringtree.cost.model import Link
 from ringtree.cost.profile import profile_entry
 from ringtree.cost.select import short_time
+from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import format_bytes
 
@@ -40,11 +44,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "64KiB to 64MiB) on N local processes, and print the profile's prediction next to "
         "each median time with its error (predicted / measured - 1), the median and worst "
         "absolute error, and for every size whether the automatic choice on the profile "
-        f"picked the measured fastest algorithm or one within {AUTO_TOLERANCE:.0%} of it.",
+        f"picked the measured fastest algorithm or one within {AUTO_TOLERANCE:.0%} of it. "
+        "With --nccl-tests LOG --cluster X it measures nothing: it compares each size of the "
+        "logs with the NCCL model of that cluster (a preset or a calibrated file) and says "
+        "where the measurement falls outside what the cluster should give, and the likely "
+        "causes the model can tell apart.",
     )
     p.add_argument(
         "--profile",
-        required=True,
+        default=None,
         metavar="FILE.toml[#NAME]",
         help="a profile from 'ringtree calibrate' (#NAME picks a transport)",
     )
@@ -59,11 +67,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.json",
         help="compare saved 'bench --json' results instead of measuring",
     )
-    p.set_defaults(func=run)
+    nccl_logs.add_arguments(p, "compare these logs instead of measuring")
+    nccl_logs.optional_ranks(p)
+    p.set_defaults(func=run, nccl_foreign=nccl_logs.foreign(
+        p, ("nccl_tests", "cluster", "json", "quiet")))
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure (or load) unseen sizes, compare, print."""
+    """Measure (or load) unseen sizes, compare, print; or compare nccl-tests logs with the
+    NCCL model of a cluster."""
+    nccl_logs.check_mode(args, "validate")
+    if args.nccl_tests is not None:
+        return validate_nccl.run(args)
+    if args.profile is None:
+        raise RingtreeError("give --profile FILE.toml (from 'ringtree calibrate'), or "
+                            "--nccl-tests LOG --cluster X")
     link, table = profile_entry(args.profile)
     plot = Path(args.plot) if args.plot else None
     fit = table.get("fit") if isinstance(table.get("fit"), dict) else {}

@@ -100,6 +100,11 @@ class Cluster:
     #: GPUs of one host (compute tray) when the NVLink domain spans several, as GB200 NVL72's
     #: 72 GPUs in trays of 4 (multi-node NVLink, MNNVL); 0: the domain is one host
     host_gpus: int = 0
+    #: the NCCL model's constants measured on this cluster (a cluster file's ``[cluster.
+    #: nccl_model]``, which ``ringtree calibrate --nccl-tests`` fits; see MODEL_KEYS), and
+    #: those measured across nodes, for calls that cross nodes (``nccl_model_multinode``)
+    nccl_model: tuple[tuple[str, float], ...] = ()
+    nccl_model_multinode: tuple[tuple[str, float], ...] = ()
     source: str = ""
     assumed: tuple[str, ...] = ()
     notes: str = ""
@@ -164,7 +169,16 @@ CLUSTER_KEYS = (
     "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
     "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
     "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
-    "launch_us", "net_hop_us", "nccl_env", "host_gpus",
+    "launch_us", "net_hop_us", "nccl_env", "nccl_model", "nccl_model_multinode",
+    "host_gpus",
+)
+#: Constants of ringtree.cost.nccl.timing.Params a cluster file may set for itself in its
+#: ``nccl_model`` table (the per-network ones for the cluster's network); the others are
+#: NCCL's or the model's own and hold for every system.
+MODEL_KEYS = (
+    "intra_latency_scale", "ll128_latency_scale", "simple_latency_scale", "nvlink_efficiency",
+    "nvls_chunk_overhead_bytes", "nvls_latency_scale", "p2p_peer_us", "net_efficiency",
+    "net_simple_step_us",
 )
 
 
@@ -184,6 +198,8 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             raise RingtreeError(
                 f"{where}: {name} {t[name]!r} unknown: expected one of {', '.join(allowed)}"
             )
+    model = _nccl_model(t.get("nccl_model", {}), where)
+    multinode = _nccl_model(t.get("nccl_model_multinode", {}), where)
     try:
         c = Cluster(
             key=key, name=str(t.get("name", key)), gpu=gpus()[gpu_key],
@@ -198,6 +214,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
             net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
             nccl_env=_nccl_env(t.get("nccl_env", {}), where),
             host_gpus=int(t.get("host_gpus", 0)),
+            nccl_model=model, nccl_model_multinode=multinode,
             source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
             notes=str(t.get("notes", "")),
         )
@@ -217,6 +234,16 @@ def _nccl_env(t: Any, where: str) -> tuple[tuple[str, str], ...]:
     ):
         raise RingtreeError(f"{where}: nccl_env must be a table of NCCL_* = value")
     return tuple(sorted((k, str(v)) for k, v in t.items()))
+
+
+def _nccl_model(t: Any, where: str) -> tuple[tuple[str, float], ...]:
+    bad = (not isinstance(t, dict) or sorted(set(t) - set(MODEL_KEYS))
+           or [v for v in t.values() if isinstance(v, bool) or not isinstance(v, int | float)
+               or not 0 <= v < 1e12])
+    if bad:
+        raise RingtreeError(f"{where}: nccl_model and nccl_model_multinode must be tables of "
+                            f"numbers >= 0 with keys among {', '.join(MODEL_KEYS)}")
+    return tuple(sorted((k, float(v)) for k, v in t.items()))
 
 
 def _whole(t: dict[str, Any], key: str, where: str) -> int:
@@ -310,4 +337,7 @@ def _as_table(c: Cluster) -> dict[str, Any]:
             t[key] = getattr(c, key)
     if c.nccl_env:
         t["nccl_env"] = dict(c.nccl_env)
+    for key in ("nccl_model", "nccl_model_multinode"):
+        if getattr(c, key):
+            t[key] = dict(getattr(c, key))
     return t

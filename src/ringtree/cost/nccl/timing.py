@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 from ringtree.collectives import Collective, bus_factor
@@ -94,6 +95,26 @@ class Params:
 
 
 DEFAULT = Params()
+
+
+def for_cluster(p: Params, cluster: Cluster, nodes: int = 1) -> Params:
+    """``p`` with the cluster's own constants for a call on ``nodes`` nodes (``Cluster.
+    nccl_model``, and ``nccl_model_multinode`` over it across nodes, fitted to its nccl-tests
+    logs by ``ringtree calibrate --nccl-tests``): a per-network table takes the value for the
+    cluster's network."""
+    model = cluster.nccl_model + (cluster.nccl_model_multinode if nodes > 1 else ())
+    return _overridden(p, model, cluster.network) if model else p
+
+
+@cache
+def _overridden(p: Params, model: tuple[tuple[str, float], ...], network: str) -> Params:
+    changes: dict[str, Any] = {}
+    for name, value in model:  # a later entry of a name wins
+        old = getattr(p, name)
+        if isinstance(old, tuple):  # a per-network table: this network's entry
+            value = tuple((k, v) for k, v in old if k != network) + ((network, value),)
+        changes[name] = value
+    return replace(p, **changes)
 
 
 @dataclass(frozen=True)
@@ -366,6 +387,7 @@ def predict_on(
 ) -> NcclCall:
     """:func:`predict` on a topology already worked out (a sweep reuses it)."""
     n = topo.n_ranks
+    params = for_cluster(params, topo.cluster, topo.nodes)
     host = topo.cluster.launch_us or params.host_us
     if n == 1:
         return NcclCall(col, size_bytes, 1, topo.nodes, "ring", "simple", 1, host * 1e-6,
