@@ -54,7 +54,7 @@ def test_chrome_trace_and_svg_are_well_formed(piped):
 
 
 def test_no_picture_without_compute():
-    from ringtree.cost.model import Link
+    from ringtree.cost.terms import Link
     from ringtree.plan.cluster import Cluster
 
     p = plan(PRESETS["7b"], Cluster(1, 8, Link("a", 1e11), Link("b", 1e10)),

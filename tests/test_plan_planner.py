@@ -2,7 +2,7 @@
 
 import pytest
 
-from ringtree.cost.model import Link
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.plan.cluster import Cluster
 from ringtree.plan.model import Model
@@ -142,8 +142,8 @@ def test_global_batch_must_split_over_dp():
 def test_hierarchical_all_reduce_where_cheaper(monkeypatch):
     monkeypatch.delenv("RINGTREE_ALGO")
     from ringtree.algorithms import BuildSpec
-    from ringtree.cost.model import INTER, INTRA
     from ringtree.cost.select import choose
+    from ringtree.cost.terms import INTER, INTRA
 
     t = Training(bucket_bytes=0)
     p = plan(SEED, cluster(nodes=4), parse_strategy("ddp"), t)  # 4 nodes x 8, fast inside

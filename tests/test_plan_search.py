@@ -83,7 +83,7 @@ def test_cost_objective_tries_fewer_nodes():
 
 
 def test_search_needs_a_cluster_as_built():
-    from ringtree.cost.model import Link
+    from ringtree.cost.terms import Link
     from ringtree.plan.cluster import Cluster
 
     links = Cluster(2, 8, Link("a", 1e11), Link("b", 1e10))

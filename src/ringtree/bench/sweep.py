@@ -29,8 +29,8 @@ from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.specs import spec_for
 from ringtree.bench.worker import NATIVE, PROGRESS_ENV
 from ringtree.collectives import Collective, ReduceOp
-from ringtree.cost.model import Link
 from ringtree.cost.select import tuned
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.procs.launch import launch_body
 from ringtree.runtime.auto import link_for

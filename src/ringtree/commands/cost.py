@@ -15,12 +15,12 @@ from ringtree.commands import args as A
 from ringtree.commands import cost_cluster
 from ringtree.cost.host import HostLink
 from ringtree.cost.links import link_name
-from ringtree.cost.model import Link
 from ringtree.cost.models import DEFAULT_MODEL, MODELS, nominal_link, parse_model
 from ringtree.cost.money import Price
 from ringtree.cost.query import TEXTBOOK_FACTOR
 from ringtree.cost.report import Question, cost_rows
 from ringtree.cost.select import AUTO, ENV_VAR
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import (

@@ -1,6 +1,6 @@
 """The cost interpreter: alpha-beta(-gamma) time of a schedule or of its closed form.
 
-- :mod:`~ringtree.cost.model`: Terms per level, Link, the counts from a schedule;
+- :mod:`~ringtree.cost.terms`: Terms per level, Link, the counts from a schedule;
 - :mod:`~ringtree.cost.forms`: the closed forms, one module per algorithm family;
 - :mod:`~ringtree.cost.query`: the Query (checked once) and the Prediction;
 - :mod:`~ringtree.cost.models`: the models (``textbook``, ``alpha-beta``) and ``predict``;

@@ -22,7 +22,7 @@ does it). The terms come from the schedule itself, step by step (messages: one p
 so this model needs schedules, which are cheap for the few processes one machine holds: up to
 HOST_MAX_RANKS; more is a RingtreeError (the plain fit would take over, 2.6x off the model
 at N=256 for a calibrated 2-core profile). As one level of a two-level cluster a HostLink is
-priced as the plain :class:`~ringtree.cost.model.Link` it also is (its ``alpha_s``,
+priced as the plain :class:`~ringtree.cost.terms.Link` it also is (its ``alpha_s``,
 ``bandwidth_Bps``, ``gamma_s_per_byte``: the plain alpha-beta fit of the same measurements).
 
 That is the model when ranks that wait cost nothing. When they poll for their messages (the
@@ -47,7 +47,7 @@ import numpy as np
 
 from ringtree.algorithms import BuildSpec, build
 from ringtree.collectives import Collective
-from ringtree.cost.model import Link
+from ringtree.cost.terms import Link
 from ringtree.schedule import Action, Schedule
 
 #: The most ranks the one-machine model prices (it builds the schedule).

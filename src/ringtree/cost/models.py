@@ -45,8 +45,8 @@ from ringtree.cost.host import (
     prices_on_host,
 )
 from ringtree.cost.links import LinkSpec, link_name
-from ringtree.cost.model import FLAT, INTER, Link, Terms
 from ringtree.cost.query import Prediction, Query, textbook_bytes
+from ringtree.cost.terms import FLAT, INTER, Link, Terms
 from ringtree.errors import RingtreeError
 
 

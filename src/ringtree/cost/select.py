@@ -33,9 +33,9 @@ from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.host import prices_on_host
 from ringtree.cost.links import LinkSpec
-from ringtree.cost.model import Link
 from ringtree.cost.models import DEFAULT_MODEL, Model, get_model
 from ringtree.cost.query import Prediction, Query, check
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 
 AUTO = "auto"

@@ -22,7 +22,7 @@ from typing import Any
 
 from ringtree.cost.clusters import Cluster as Hardware
 from ringtree.cost.clusters import read_cluster_table
-from ringtree.cost.model import Link
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 
 DEFAULT_GPU_MEMORY_BYTES = 80 * 10**9  # H100 SXM / A100 80GB

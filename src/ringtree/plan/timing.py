@@ -18,8 +18,8 @@ from functools import lru_cache
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
 from ringtree.cost.links import LinkSpec
-from ringtree.cost.model import INTER, INTRA, Link, Terms
 from ringtree.cost.select import choose
+from ringtree.cost.terms import INTER, INTRA, Link, Terms
 from ringtree.plan.groups import GroupShape
 
 HIERARCHICAL = "hierarchical"
