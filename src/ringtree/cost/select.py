@@ -136,12 +136,18 @@ def candidates(
     return out, skipped
 
 
-def fastest(cands: list[Candidate], *, fewest_steps: bool = False) -> Candidate:
-    """The first-registered candidate within TIE_TOLERANCE of the lowest time; with
-    ``fewest_steps``, the one of those with the fewest steps (then the first registered)."""
+def fastest(
+    cands: list[Candidate], links: LinkSpec, n_ranks: int, spec: BuildSpec
+) -> Candidate:
+    """Auto's pick among ``cands`` (priced on ``links`` for ``n_ranks`` ranks): the
+    first-registered candidate within TIE_TOLERANCE of the lowest time; on one machine (a
+    link priced by the one-machine model), the one of those with the fewest steps (then the
+    first registered). :func:`choose` and the crossover map's auto ranges both pick with it."""
     low = min(c.time_s for c in cands)
     tied = [c for c in cands if c.time_s <= low * (1 + TIE_TOLERANCE)]
-    return min(tied, key=lambda c: c.prediction.steps) if fewest_steps else tied[0]
+    if prices_on_host(links, n_ranks, spec):
+        return min(tied, key=lambda c: c.prediction.steps)
+    return tied[0]
 
 
 @dataclass(frozen=True)
@@ -254,15 +260,14 @@ def choose(
             f"no algorithm of {col.value} can run here: "
             + "; ".join(f"{k}: {v}" for k, v in skipped.items())
         )
-    by_steps = prices_on_host(links, n_ranks, spec)
-    automatic = fastest(cands, fewest_steps=by_steps)
+    automatic = fastest(cands, links, n_ranks, spec)
     if not allowed:
         return Choice(automatic, automatic, cands, skipped, forced=False)
     runnable = [c for c in cands if c.algorithm in allowed]
     if not runnable:
         name = allowed[0]
         raise RingtreeError(f"{ENV_VAR}={raw} cannot run here: {skipped.get(name, name)}")
-    chosen = fastest(runnable, fewest_steps=by_steps)
+    chosen = fastest(runnable, links, n_ranks, spec)
     return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
 
 
