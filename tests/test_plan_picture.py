@@ -7,8 +7,8 @@ import pytest
 
 from ringtree.cost.clusters import get_cluster
 from ringtree.errors import RingtreeError
-from ringtree.plan.cluster import from_hardware
 from ringtree.plan.picture import chrome_trace, svg
+from ringtree.plan.placement import on_cluster
 from ringtree.plan.planner import plan
 from ringtree.plan.presets import PRESETS
 from ringtree.plan.record import Training
@@ -18,7 +18,7 @@ from ringtree.plan.timeline import BUBBLE, COMPUTE, step_events
 
 @pytest.fixture(scope="module")
 def piped():
-    c = from_hardware(get_cluster("dgx-h100"), 4)
+    c = on_cluster(get_cluster("dgx-h100"), 4)
     return plan(PRESETS["13b"], c, parse_strategy("zero1,tp=8,pp=4,v=2,sp"),
                 Training(global_batch=32))
 
@@ -55,9 +55,9 @@ def test_chrome_trace_and_svg_are_well_formed(piped):
 
 def test_no_picture_without_compute():
     from ringtree.cost.terms import Link
-    from ringtree.plan.cluster import Cluster
+    from ringtree.plan.placement import Placement
 
-    p = plan(PRESETS["7b"], Cluster(1, 8, Link("a", 1e11), Link("b", 1e10)),
+    p = plan(PRESETS["7b"], Placement(1, 8, Link("a", 1e11), Link("b", 1e10)),
              parse_strategy("ddp"), Training())
     with pytest.raises(RingtreeError, match="needs its compute"):
         step_events(p)

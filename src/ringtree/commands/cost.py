@@ -13,9 +13,10 @@ from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
 from ringtree.commands import args as A
 from ringtree.commands import cost_cluster
+from ringtree.commands.model_flags import CLUSTER, MODEL_ON, hardware
 from ringtree.cost.host import HostLink
 from ringtree.cost.links import link_name
-from ringtree.cost.models import DEFAULT_MODEL, MODELS, nominal_link, parse_model
+from ringtree.cost.models import DEFAULT_MODEL, nominal_link, parse_model
 from ringtree.cost.money import Price
 from ringtree.cost.query import TEXTBOOK_FACTOR
 from ringtree.cost.report import Question, cost_rows
@@ -33,6 +34,11 @@ from ringtree.units import (
     format_time,
     format_usd,
 )
+
+#: The flags that go with one kind of hardware (:mod:`ringtree.commands.model_flags`).
+FLAGS = ("--link", "--profile", "-n", "--algorithm", "--root", "--chunks", "--ranks-per-node",
+         "--compute", "--price-gpu-hour", "--price-cluster-hour", "--steps-per-second",
+         "--hours", "--comm-time", "--nodes", "--gpus-per-node", "-b", "-e", "-f", "--plot")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         default=None,
-        choices=[*MODELS, "nccl"],
+        choices=list(MODEL_ON),
         help=f"cost model (default: {DEFAULT_MODEL} on a --link, nccl on a --cluster)",
     )
     p.add_argument("--root", type=A.non_negative_int, default=0, help="root of broadcast/reduce")
@@ -184,14 +190,8 @@ def question(args: argparse.Namespace) -> Question:
 
 def run(args: argparse.Namespace) -> int:
     """Cost the collective on every link (or on a --cluster); print a table or JSON."""
-    if args.cluster is not None:
+    if hardware(args, FLAGS) == CLUSTER:
         return cost_cluster.run(args)
-    if args.model == "nccl":
-        raise RingtreeError("the nccl model prices a cluster: give --cluster NAME --nodes K")
-    for flag, value in (("-b", args.minbytes), ("-e", args.maxbytes), ("--plot", args.plot),
-                        ("--gpus-per-node", args.gpus_per_node)):
-        if value is not None:
-            raise RingtreeError(f"{flag} goes with --cluster (the NCCL model)")
     if args.ranks is None:
         raise RingtreeError("give the number of workers: -n N (or --cluster NAME --nodes K)")
     if args.collective is Collective.BARRIER:  # it moves no data, whatever the size

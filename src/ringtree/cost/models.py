@@ -1,11 +1,12 @@
-"""The cost models and their one entry point, :func:`predict`.
+"""The models on links: how one algorithm is priced, and :func:`predict` for one call.
 
-A model prices a canonical :class:`~ringtree.cost.query.Query` on a description of the
-hardware: ``price(query, hardware) -> Prediction``. The two here take a link
-(:data:`~ringtree.cost.links.LinkSpec`: one Link, or ``{"intra": Link, "inter": Link}``); a
-model may take another description (a cluster, for a model of a library's own tuner, which
-would also price its own protocol choice inside ``price``) -- the registry only needs its name
-and ``price``, and :mod:`ringtree.cost.select` asks it for each algorithm and chunk count.
+A model here prices a canonical :class:`~ringtree.cost.query.Query` on links
+(:data:`~ringtree.cost.links.LinkSpec`: one Link, or ``{"intra": Link, "inter": Link}``):
+``price(query, links) -> Prediction``; :mod:`ringtree.cost.select` asks it for each algorithm
+and chunk count. This is the layer under the link pricer
+(:class:`~ringtree.cost.link_pricer.LinkPricer`); the one seam every command and the planner
+price through, whatever the model (the NCCL model on a cluster as built included), is
+:class:`ringtree.cost.pricer.Pricer`.
 
 - ``textbook``: the seed's model: bytes per worker ~2S for all-reduce and ~S for the other
   collectives, over the link's nominal bandwidth, with no latency term. It reproduces the
