@@ -37,6 +37,7 @@ from ringtree.cost.models import DEFAULT_MODEL, Model, get_model
 from ringtree.cost.query import Prediction, Query, check
 from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
+from ringtree.units import format_time
 
 AUTO = "auto"
 ENV_VAR = "RINGTREE_ALGO"
@@ -74,6 +75,11 @@ def short_time(seconds: float) -> str:
         if abs(seconds) >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds / 1e-9:.3g} ns"
+
+
+def _seconds(seconds: float) -> str:
+    """A time as ``ringtree cost``'s table writes it, rounded the seed's way."""
+    return format_time(seconds, exact=False)
 
 
 def chunk_options(count: int) -> list[int]:
@@ -173,10 +179,11 @@ class Choice:
         return self.chosen.algorithm
 
     def reason(self) -> str:
-        """One line: what was picked, against what."""
+        """One line: what was picked, against what (times as ``ringtree cost``'s table writes
+        them, :func:`ringtree.units.format_time`)."""
         auto = self.automatic
         others = ", ".join(
-            f"{c.algorithm} {short_time(c.time_s)}"
+            f"{c.algorithm} {_seconds(c.time_s)}"
             for c in sorted(self.candidates, key=lambda c: c.time_s)
             if c is not auto
         )
@@ -186,7 +193,7 @@ class Choice:
             if auto.time_s > low
             else ""
         )
-        line = f"lowest predicted time: {auto.algorithm} {short_time(auto.time_s)}{tie}" + (
+        line = f"lowest predicted time: {auto.algorithm} {_seconds(auto.time_s)}{tie}" + (
             f" (vs {others})" if others else ""
         )
         if not self.forced:
@@ -195,8 +202,8 @@ class Choice:
         ratio = ch.time_s / auto.time_s if auto.time_s else 1.0
         return (
             f"{ENV_VAR}={self.env} forced {ch.algorithm}: "
-            f"{short_time(ch.time_s)}, {ratio:.3g}x the automatic choice "
-            f"{auto.algorithm} ({short_time(auto.time_s)})"
+            f"{_seconds(ch.time_s)}, {ratio:.3g}x the automatic choice "
+            f"{auto.algorithm} ({_seconds(auto.time_s)})"
         )
 
     def record(self) -> dict[str, Any]:
