@@ -20,8 +20,8 @@ So on a :class:`HostLink` a step costs, with ``m_r``, ``b_r``, ``g_r`` the messa
 (a linear model, so the four constants are fitted by least squares; ``ringtree calibrate``
 does it). The terms come from the schedule itself, step by step (messages: one per transfer),
 so this model needs schedules, which are cheap for the few processes one machine holds: up to
-HOST_MAX_RANKS; more is a RingtreeError (the plain fit would take over, 2.6x off the model
-at N=256 for a calibrated 2-core profile). As one level of a two-level cluster a HostLink is
+HOST_MAX_RANKS; more is a RingtreeError rather than the plain fit (docs/cost.md, "One
+machine"). As one level of a two-level cluster a HostLink is
 priced as the plain :class:`~ringtree.cost.terms.Link` it also is (its ``alpha_s``,
 ``bandwidth_Bps``, ``gamma_s_per_byte``: the plain alpha-beta fit of the same measurements).
 

@@ -18,8 +18,9 @@ Ties. The model cannot resolve differences of a percent, so among candidates wit
 on large buffers, where the ring and recursive halving/doubling differ only by a few alphas,
 it keeps the ring. On one machine (a calibrated profile's one-machine model) ties go to the
 fewest steps instead: each step there is a hand-off between processes that the scheduler can
-delay, which the fitted constants average away (measured, 2 gloo ranks: a one-chunk tree,
-priced within 1 % of recursive doubling at 1-4 MiB, ran 13-30 % slower than it).
+delay, which the fitted constants average away (the measurement: docs/cost.md, "Ties").
+:func:`fastest` is that rule, and the one pick behind ``ringtree cost`` and the crossover
+map's automatic choice by size.
 """
 
 from __future__ import annotations
