@@ -92,7 +92,8 @@ def read_cluster_file(path: str | Path) -> tuple[Cluster | None, dict[str, Any]]
     table = read_cluster_table(path)
     if "gpu" in table or "preset" in table:
         own = {k: table.pop(k) for k in PLACEMENT_ONLY if k in table}
-        own = {k: v for k, v in own.items() if k not in ("intra", "inter")}
+        for key in ("intra", "inter"):  # a cluster as built brings its own links
+            own.pop(key, None)
         if "price_gpu_hour" in table:  # the cluster's, checked as a placement's price too
             own["price_gpu_hour"] = table["price_gpu_hour"]
         where = f"cluster file {str(path)!r}"
