@@ -39,10 +39,10 @@ from pathlib import Path
 from ringtree.cost.clusters import get_cluster
 from ringtree.errors import RingtreeError
 from ringtree.plan.calibrate import fit_efficiency
-from ringtree.plan.cluster import Cluster, from_hardware
 from ringtree.plan.compute import GENERATION, Efficiency
 from ringtree.plan.memory import activation_bytes_per_layer
 from ringtree.plan.model import Model, count_params
+from ringtree.plan.placement import Placement, on_cluster
 from ringtree.plan.planner import plan
 from ringtree.plan.record import Plan, Training
 from ringtree.plan.search import search
@@ -82,7 +82,7 @@ class Run:
     data: dict
     arch: str
     model: Model
-    cluster: Cluster
+    placement: Placement
     published_s: float | None
     published_mfu: float | None
 
@@ -122,7 +122,7 @@ def _skip(source: str, r: dict) -> str | None:
     return None
 
 
-def _cluster(source: str, r: dict) -> Cluster:
+def _placement(source: str, r: dict) -> Placement:
     gpu = str(r.get("gpu", ""))
     key = next((v for k, v in GPUS.items() if gpu.startswith(k)), None)
     if key is None:
@@ -132,7 +132,7 @@ def _cluster(source: str, r: dict) -> Cluster:
         hw = replace(hw, nics_per_node=4, nic_gbps=100.0)
     elif source in ("llama3", "megascale2024"):  # RoCE fabrics
         hw = replace(hw, network="roce")
-    return from_hardware(hw, r["gpus"] // r.get("gpus_per_node", 8))
+    return on_cluster(hw, r["gpus"] // r.get("gpus_per_node", 8))
 
 
 def _model(source: str, r: dict) -> Model:
@@ -162,7 +162,7 @@ def load() -> tuple[list[Run], list[tuple[str, str, str]]]:
                 continue
             arch = "hopper" if str(r["gpu"]).startswith("H100") else "ampere"
             t = r.get("iteration_time_s") or r.get("derived_iteration_time_s")
-            runs.append(Run(source, r["name"], r, arch, _model(source, r), _cluster(source, r),
+            runs.append(Run(source, r["name"], r, arch, _model(source, r), _placement(source, r),
                             t, r.get("mfu") if t is None else None))
     return runs, skipped
 
@@ -227,7 +227,7 @@ def predict(run: Run, eff: Efficiency) -> Plan:
     best: Plan | None = None
     for lay, tr in settings(run):
         try:
-            p = plan(run.model, run.cluster, lay, replace(tr, efficiency=eff), with_verdict=False)
+            p = plan(run.model, run.placement, lay, replace(tr, efficiency=eff), with_verdict=False)
         except RingtreeError:
             continue
         key = (not p.fits_memory, p.step_time_s)
@@ -306,9 +306,9 @@ def search_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
         theirs = predict(run, effs[run.arch])
         base = replace(theirs.training, efficiency=effs[run.arch])
         fixed = run.data.get("recompute") in ("none", "selective", "full")
-        found = search(run.model, run.cluster, base, top=1, fixed_recompute=fixed, flavors=stages)
+        found = search(run.model, run.placement, base, top=1, fixed_recompute=fixed, flavors=stages)
         best = found.plans[0]
-        anyway = found if stages == FLAVORS else search(run.model, run.cluster, base, top=1,
+        anyway = found if stages == FLAVORS else search(run.model, run.placement, base, top=1,
                                                         fixed_recompute=fixed)
         any_best = anyway.plans[0]
         out.append({
@@ -335,7 +335,7 @@ def fit(runs: list[Run]) -> dict[str, Efficiency]:
         if target is None:
             target = best.step_time_s * best.mfu / run.published_mfu  # type: ignore[operator]
         lay = best.layout
-        eff = fit_efficiency(run.model, run.cluster, lay, best.training, target)
+        eff = fit_efficiency(run.model, run.placement, lay, best.training, target)
         out[arch] = replace(eff, source=f"fitted on {source} {name}")
     return out
 

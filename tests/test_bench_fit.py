@@ -13,8 +13,8 @@ from ringtree.bench.fit import HOST, PLAIN, Sample, calibrate, fit, nonnegative_
 from ringtree.bench.result import BenchResult, Row
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, HostModel, under_load
-from ringtree.cost.model import Link
 from ringtree.cost.models import predict
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 
 ALGS = ("ring", "tree", "dbtree", "recursive", "rabenseifner")

@@ -6,7 +6,7 @@ from ringtree.algorithms import BuildSpec, algorithms_for, build, registered
 from ringtree.collectives import Collective
 from ringtree.cost.forms import estimate, has_closed_form
 from ringtree.cost.forms import registered as with_closed_forms
-from ringtree.cost.model import max_bytes_sent, schedule_terms
+from ringtree.cost.terms import max_bytes_sent, schedule_terms
 from ringtree.errors import RingtreeError
 
 COUNTS = [0, 1, 5, 64, 1000, 12345]

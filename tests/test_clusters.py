@@ -125,8 +125,7 @@ def test_record_has_what_clusters_json_promises():
 
 def test_a_preset_with_overrides(tmp_path):
     f = tmp_path / "mine.toml"
-    f.write_text('[cluster]\npreset = "dgx-h100"\nnics_per_node = 4\nnetwork = "roce"\n'
-                 'nodes = 16\n')
+    f.write_text('[cluster]\npreset = "dgx-h100"\nnics_per_node = 4\nnetwork = "roce"\n')
     c = load_cluster(f)
     base = get_cluster("dgx-h100")
     assert c.key == "mine"
@@ -139,6 +138,15 @@ def test_a_preset_with_overrides(tmp_path):
         base.cpu,
     )
     assert get_cluster(str(f)) == c  # a path ending in .toml is a file
+
+
+def test_the_cluster_reader_knows_no_planner_key(tmp_path):
+    """Where a plan runs (nodes, gpus, gpu_memory) is the planner's to read
+    (ringtree.plan.placement, tests/test_plan_placement.py), not the cluster's."""
+    f = tmp_path / "mine.toml"
+    f.write_text('[cluster]\npreset = "dgx-h100"\nnodes = 16\n')
+    with pytest.raises(RingtreeError, match="unknown key 'nodes'"):
+        load_cluster(f)
 
 
 def test_a_cluster_of_its_own(tmp_path):

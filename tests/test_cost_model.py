@@ -13,8 +13,8 @@ from ringtree.collectives import Collective
 from ringtree.cost.forms import Estimate
 from ringtree.cost.forms import base as forms_base
 from ringtree.cost.links import get_link, parse_link
-from ringtree.cost.model import FLAT, INTER, INTRA, Terms, max_bytes_sent, schedule_terms
 from ringtree.cost.models import parse_model, predict
+from ringtree.cost.terms import FLAT, INTER, INTRA, Terms, max_bytes_sent, schedule_terms
 from ringtree.errors import RingtreeError
 from ringtree.schedule import Schedule
 

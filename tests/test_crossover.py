@@ -106,3 +106,20 @@ def test_bad_input_is_one_line_exit_2(argv):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_auto_ranges_name_what_cost_picks_on_a_profile():
+    """One choice function behind both (issue 30): on a calibrated one-machine model ties go
+    to the fewest steps, in ``cost``'s pick and in the crossover map's auto ranges alike (they
+    named ring against rabenseifner above ~60 MB on this profile)."""
+    from ringtree.cost.host import HostLink, HostModel
+    from ringtree.cost.select import choose
+
+    link = HostLink("gloo-4x2cores", bandwidth_Bps=9.5e8, alpha_s=3.3e-4,
+                    gamma_s_per_byte=1.25e-10,
+                    host=HostModel(2, 6.0e-5, 1.8e-4, 1.9e9, 2.5e-10, n_ranks=4))
+    m = crossover_map("all-reduce", 4, link, itemsize=4, max_bytes=2**30)
+    assert len(m.winners) >= 3
+    for alg, lo, hi in m.winners:
+        for size in {lo, (lo + hi) // 2 // 4 * 4, hi}:
+            assert choose("all-reduce", 4, size, link, itemsize=4, env={}).algorithm == alg

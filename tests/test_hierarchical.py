@@ -10,7 +10,7 @@ from ringtree.algorithms import build
 from ringtree.algorithms.hierarchical import hierarchical_all_reduce
 from ringtree.algorithms.ring import ring_all_reduce
 from ringtree.collectives import Collective
-from ringtree.cost.model import INTER, INTRA, Link, schedule_terms, total_time_s
+from ringtree.cost.terms import INTER, INTRA, Link, schedule_terms, total_time_s
 from ringtree.errors import RingtreeError
 
 

@@ -6,7 +6,7 @@ import pytest
 from ringtree.algorithms import build
 from ringtree.algorithms.ring import ring_all_gather, ring_reduce_scatter
 from ringtree.collectives import Collective
-from ringtree.cost.model import INTER, INTRA, schedule_terms
+from ringtree.cost.terms import INTER, INTRA, schedule_terms
 from ringtree.errors import RingtreeError
 
 TWO = [Collective.REDUCE_SCATTER, Collective.ALL_GATHER]

@@ -3,7 +3,7 @@
 import pytest
 
 from ringtree.cost.links import PRESETS, get_link, link_name, link_record, parse_link, parse_links
-from ringtree.cost.model import INTER, INTRA
+from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
 
 REQUIRED = ["nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5", "ib-hdr", "ib-ndr",

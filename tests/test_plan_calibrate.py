@@ -7,14 +7,14 @@ import pytest
 from ringtree.cost.clusters import get_cluster
 from ringtree.errors import RingtreeError
 from ringtree.plan.calibrate import fit_efficiency
-from ringtree.plan.cluster import from_hardware
 from ringtree.plan.compute import GENERATION
+from ringtree.plan.placement import on_cluster
 from ringtree.plan.planner import plan
 from ringtree.plan.presets import PRESETS
 from ringtree.plan.record import Training
 from ringtree.plan.strategy import parse_strategy
 
-C = from_hardware(get_cluster("dgx-h100"), 2)
+C = on_cluster(get_cluster("dgx-h100"), 2)
 S = parse_strategy("zero1,tp=8,pp=2")
 T = Training(global_batch=32, recompute="selective")
 

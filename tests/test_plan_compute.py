@@ -9,10 +9,10 @@ import pytest
 
 from ringtree.collectives import Collective
 from ringtree.cost.clusters import get_cluster
+from ringtree.cost.nccl.pricer import NcclPricer
+from ringtree.cost.pricer import GroupShape
 from ringtree.plan.compute import GENERATION, UNFUSED, Device, Slice, layer_time
-from ringtree.plan.groups import GroupShape
 from ringtree.plan.model import Model
-from ringtree.plan.nccl_timing import NcclTimer
 
 A100 = get_cluster("dgx-a100")
 TABLE4 = {
@@ -43,7 +43,7 @@ def test_one_layer_of_22b_matches_korthikanti_table_4():
     m = Model("22b", 1, 48, 6144, 2048, heads=64, ffn=4 * 6144, vocab=51200, dropout=True)
     dev = Device.of(A100.gpu)
     b = 4
-    tp = NcclTimer(A100)
+    tp = NcclPricer(A100)
     act = b * 2048 * 6144 * 2
     group = GroupShape(8, 1, 8)
     ar = tp.call(Collective.ALL_REDUCE, group, act, 2).time_s

@@ -2,10 +2,10 @@
 
 import pytest
 
-from ringtree.cost.model import Link
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
-from ringtree.plan.cluster import Cluster
 from ringtree.plan.model import Model
+from ringtree.plan.placement import Placement
 from ringtree.plan.planner import compare, plan
 from ringtree.plan.presets import PRESETS
 from ringtree.plan.record import Training
@@ -28,7 +28,7 @@ def ring_all_reduce_s(n, nbytes, link):
 
 
 def cluster(nodes=1, gpn=8, price=None):
-    return Cluster(nodes, gpn, FAST, SLOW, price)
+    return Placement(nodes, gpn, FAST, SLOW, price)
 
 
 def test_seed_7b_ddp_8_gpus_one_all_reduce():
@@ -142,8 +142,8 @@ def test_global_batch_must_split_over_dp():
 def test_hierarchical_all_reduce_where_cheaper(monkeypatch):
     monkeypatch.delenv("RINGTREE_ALGO")
     from ringtree.algorithms import BuildSpec
-    from ringtree.cost.model import INTER, INTRA
     from ringtree.cost.select import choose
+    from ringtree.cost.terms import INTER, INTRA
 
     t = Training(bucket_bytes=0)
     p = plan(SEED, cluster(nodes=4), parse_strategy("ddp"), t)  # 4 nodes x 8, fast inside
@@ -156,7 +156,7 @@ def test_hierarchical_all_reduce_where_cheaper(monkeypatch):
     flat = choose("all-reduce", 32, 14 * 10**9, SLOW, itemsize=2)  # every flat algorithm
     assert c.time_s < flat.chosen.time_s
     # an intra-node link slower than the network: flat wins and nothing says hierarchical
-    slow_inside = Cluster(4, 8, Link("slow-pcie", 5e9, alpha_s=5e-6), SLOW)
+    slow_inside = Placement(4, 8, Link("slow-pcie", 5e9, alpha_s=5e-6), SLOW)
     (c,) = plan(SEED, slow_inside, parse_strategy("ddp"), t).collectives
     assert not c.call.hierarchical
     spec = BuildSpec(ranks_per_node=8)
@@ -166,7 +166,7 @@ def test_hierarchical_all_reduce_where_cheaper(monkeypatch):
 
 
 def test_verdict_asks_for_buckets_when_one_all_reduce_cannot_overlap():
-    h200 = Cluster(1, 8, FAST, SLOW, gpu_memory_bytes=141 * 10**9)
+    h200 = Placement(1, 8, FAST, SLOW, gpu_memory_bytes=141 * 10**9)
     p = plan(SEED, h200, parse_strategy("ddp"), Training(bucket_bytes=0, compute_s=0.2))
     assert "bucket it" in p.verdict
     bucketed = plan(SEED, h200, parse_strategy("ddp"), Training(compute_s=0.2))
@@ -182,7 +182,7 @@ def test_a_suggested_zero_stage_is_priced_faster_and_fits():
     assert alt.fits_memory and alt.step_time_s < 0.95 * z3.step_time_s
     assert "instead of" in z3.verdict
     # 70B on 16,384 GPUs: only ZeRO-3's states fit in 80 GB, so nothing to switch to
-    huge = Cluster(2048, 8, FAST, SLOW)
+    huge = Placement(2048, 8, FAST, SLOW)
     z3 = plan(PRESETS["70b"], huge, parse_strategy("zero3"), Training(compute_s=1.0))
     assert "use zero" not in z3.verdict and "shrink dp with tp/pp" in z3.verdict
 

@@ -6,7 +6,7 @@ import pytest
 
 from ringtree.cost.clusters import get_cluster
 from ringtree.errors import RingtreeError
-from ringtree.plan.cluster import from_hardware
+from ringtree.plan.placement import on_cluster
 from ringtree.plan.planner import plan
 from ringtree.plan.presets import PRESETS
 from ringtree.plan.record import Training
@@ -17,7 +17,7 @@ H100 = get_cluster("dgx-h100")
 
 
 def test_search_ranks_fitting_plans_best_first():
-    c = from_hardware(H100, 8)
+    c = on_cluster(H100, 8)
     found = search(PRESETS["13b"], c, Training(global_batch=64), top=4)
     assert found.considered > 1000 and 0 < found.fitting < found.considered
     steps = [p.step_time_s for p in found.plans]
@@ -28,7 +28,7 @@ def test_search_ranks_fitting_plans_best_first():
 
 def test_scored_steps_equal_the_planners():
     """The search assembles steps from cached parts; they must be the planner's."""
-    m, c = PRESETS["mixtral-8x7b"], from_hardware(H100, 4)
+    m, c = PRESETS["mixtral-8x7b"], on_cluster(H100, 4)
     tr = Training(global_batch=64)
     scorer = _Scorer(m, c, tr)
     checked = 0
@@ -47,7 +47,7 @@ def test_scored_steps_equal_the_planners():
 
 
 def test_fixed_settings_and_frameworks_narrow_the_space():
-    m, c = PRESETS["7b"], from_hardware(get_cluster("dgx-a100"), 2)
+    m, c = PRESETS["7b"], on_cluster(get_cluster("dgx-a100"), 2)
     tr = Training(global_batch=32, micro_batch=2, recompute="full")
     every = list(candidates(m, c, tr, 2, None, None))
     fixed = list(candidates(m, c, tr, 2, 2, "full"))
@@ -64,7 +64,7 @@ def test_flavours_parse_in_order_and_narrow_the_space():
     for bad in ("zero4", "", ","):
         with pytest.raises(RingtreeError, match="data-parallel flavours"):
             parse_flavors(bad)
-    m, c = PRESETS["7b"], from_hardware(get_cluster("dgx-a100"), 2)
+    m, c = PRESETS["7b"], on_cluster(get_cluster("dgx-a100"), 2)
     tr = Training(global_batch=32)
     every = list(candidates(m, c, tr, 2, None, "none"))
     z2 = list(candidates(m, c, tr, 2, None, "none", ("zero2",)))
@@ -74,7 +74,7 @@ def test_flavours_parse_in_order_and_narrow_the_space():
 
 
 def test_cost_objective_tries_fewer_nodes():
-    c = replace(from_hardware(H100, 4), price_gpu_hour=2.0)
+    c = replace(on_cluster(H100, 4), price_gpu_hour=2.0)
     found = search(PRESETS["7b"], c, Training(global_batch=64), top=3, objective="cost")
     assert found.considered > len(list(candidates(PRESETS["7b"], c, Training(global_batch=64),
                                                   4, None, None)))
@@ -83,10 +83,10 @@ def test_cost_objective_tries_fewer_nodes():
 
 
 def test_search_needs_a_cluster_as_built():
-    from ringtree.cost.model import Link
-    from ringtree.plan.cluster import Cluster
+    from ringtree.cost.terms import Link
+    from ringtree.plan.placement import Placement
 
-    links = Cluster(2, 8, Link("a", 1e11), Link("b", 1e10))
+    links = Placement(2, 8, Link("a", 1e11), Link("b", 1e10))
     with pytest.raises(RingtreeError, match="cluster as built"):
         search(PRESETS["7b"], links, Training())
 
@@ -95,7 +95,7 @@ def test_all_gather_context_parallelism_exposes_its_transfers():
     """cp_overlap=False (Llama 3's all-gather CP, Dubey et al. 2024 3.3.2): the key/value
     transfers hide nothing, the step grows by what ring attention hid of them, and a layout
     without CP does not change."""
-    m, c = PRESETS["llama3-8b"], from_hardware(H100, 4)
+    m, c = PRESETS["llama3-8b"], on_cluster(H100, 4)
     lay = Layout("zero1", 8, 2, 1, True, 2)
     ring = plan(m, c, lay, Training(global_batch=64), with_verdict=False)
     gather = plan(m, c, lay, Training(global_batch=64, cp_overlap=False), with_verdict=False)

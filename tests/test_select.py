@@ -7,7 +7,6 @@ from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, HostModel
 from ringtree.cost.links import PRESETS, get_link
-from ringtree.cost.model import INTER, INTRA
 from ringtree.cost.models import predict
 from ringtree.cost.select import (
     MAX_CHUNKS,
@@ -16,6 +15,7 @@ from ringtree.cost.select import (
     chunk_options,
     tuned,
 )
+from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
 
 NO_ENV: dict[str, str] = {}

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ringtree.algorithms import BuildSpec, build, registered
 from ringtree.collectives import Collective
-from ringtree.cost.model import Link, schedule_terms, total_time_s
+from ringtree.cost.terms import Link, schedule_terms, total_time_s
 from ringtree.errors import RingtreeError
 from ringtree.events import TraceEvent
 from ringtree.schedule import Action, Schedule, Step, Transfer

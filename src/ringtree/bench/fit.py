@@ -5,7 +5,7 @@ terms counted from the algorithm (steps, bytes, reduced bytes; messages on one m
 times unknown constants (alpha, 1/bandwidth, gamma; CPU per message). Several algorithms
 with different step/byte ratios make the system well determined. Two models are fitted:
 
-* ``alpha-beta``: the plain model of :mod:`ringtree.cost.model`, terms from the closed
+* ``alpha-beta``: the plain model of :mod:`ringtree.cost.terms`, terms from the closed
   forms: ``steps alpha + wire_bytes / bandwidth + reduce_bytes gamma``;
 * ``host``: the one-machine model of :mod:`ringtree.cost.host` (processes sharing ``cores``
   cores), terms from the schedules: ``steps alpha + messages o + wire / bandwidth +

@@ -16,8 +16,8 @@ import numpy as np
 from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.worker import NATIVE
 from ringtree.collectives import Collective
-from ringtree.cost.model import Link
 from ringtree.cost.select import short_time
+from ringtree.cost.terms import Link
 
 SUFFIXES = (".png", ".svg")
 

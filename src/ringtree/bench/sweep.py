@@ -24,13 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from ringtree import dtypes
 from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.specs import spec_for
 from ringtree.bench.worker import NATIVE, PROGRESS_ENV
 from ringtree.collectives import Collective, ReduceOp
-from ringtree.cost.model import Link
 from ringtree.cost.select import tuned
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.procs.launch import launch_body
 from ringtree.runtime.auto import link_for
@@ -41,15 +42,6 @@ SWEEP_BACKENDS = ("gloo", "mpi")
 
 #: dtypes a sweep offers (numpy can hold them, so results are checked exactly)
 BENCH_DTYPES = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8")
-_DTYPE_ALIASES = {
-    "float": "float32",
-    "fp32": "float32",
-    "double": "float64",
-    "fp64": "float64",
-    "half": "float16",
-    "fp16": "float16",
-    "int": "int32",
-}
 DEFAULT_BUDGET_S = 1.0
 DEFAULT_MIN_ITERS, DEFAULT_MAX_ITERS = 5, 200
 
@@ -79,14 +71,9 @@ def sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
 
 
 def canonical_dtype(name: str) -> str:
-    """``float`` -> ``float32``; RingtreeError unless the sweep offers it."""
-    key = name.strip().lower()
-    key = _DTYPE_ALIASES.get(key, key)
-    if key not in BENCH_DTYPES:
-        raise RingtreeError(
-            f"dtype {name!r} is not offered by bench: expected one of {', '.join(BENCH_DTYPES)}"
-        )
-    return key
+    """``float`` -> ``float32`` (:mod:`ringtree.dtypes`' aliases); RingtreeError unless the
+    sweep offers it."""
+    return dtypes.canonical(name, BENCH_DTYPES, "bench")
 
 
 @dataclass(frozen=True)

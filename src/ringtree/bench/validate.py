@@ -18,9 +18,9 @@ from ringtree.algorithms import BuildSpec
 from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.worker import NATIVE
 from ringtree.cost.host import HostLink
-from ringtree.cost.model import Link
 from ringtree.cost.models import predict
 from ringtree.cost.select import choose
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 
 #: auto's pick counts as right when measured within this fraction of the fastest.

@@ -18,13 +18,14 @@ from rich.table import Table
 
 from ringtree.bench.sweep import sizes
 from ringtree.commands import args as A
-from ringtree.cost.clusters import Cluster, get_cluster
-from ringtree.cost.nccl import timing, tuner
+from ringtree.cost.clusters import Cluster
+from ringtree.cost.nccl import tuner
 from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
-from ringtree.cost.nccl.topology import topology
-from ringtree.cost.select import AUTO
+from ringtree.cost.nccl.pricer import NcclPricer
+from ringtree.cost.pricer import GroupShape
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
+from ringtree.plan.placement import cluster_of
 from ringtree.units import MAX_SIZE_BYTES, dtype_bytes, format_time
 
 #: At most this many sizes in a sweep (8 B .. 8 GiB by 2 is 31).
@@ -64,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cluster_arg(text: str) -> Cluster:
     """A --cluster value: a preset or a [cluster] TOML (argparse error otherwise)."""
     try:
-        return get_cluster(text)
+        return cluster_of(text)
     except RingtreeError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -87,60 +88,32 @@ def sweep_sizes(args: argparse.Namespace) -> list[int]:
 
 
 def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """One row per size: the NcclCall's record plus count and type."""
+    """One row per size: the NCCL pricer's record of the call plus count and type."""
     cluster: Cluster = args.cluster
     itemsize = dtype_bytes(args.dtype)
     g = args.gpus_per_node or cluster.gpus_per_node
     if args.nodes * g > MAX_GPUS:
         raise RingtreeError(f"{args.nodes} nodes x {g} GPUs is more than {MAX_GPUS:,} ranks")
-    topo = topology(cluster, args.nodes, g)
-    settings = tuner.Settings.for_cluster(cluster, os.environ)
-    entries = (tuner.table(args.collective, topo, settings)
-               if args.collective in tuner.NCCL_COLLECTIVES else None)
+    pricer = NcclPricer(cluster, os.environ)
+    shape = GroupShape(args.nodes * g, args.nodes, g)
+    pricer.topology(args.nodes, g)  # the cluster's problems before the sizes'
     out = []
     for size in sweep_sizes(args):
         if size > MAX_SIZE_BYTES:
             raise RingtreeError(f"size {size:,} B is more than 2**60 B")
         size -= size % itemsize
-        call = timing.predict_on(args.collective, size, topo, settings, entries=entries)
+        call = pricer.call(args.collective, shape, size, itemsize)
         out.append({**call.record(), "count": size // itemsize, "type": args.dtype,
-                    "cluster": cluster.key, "model": "nccl"})
+                    "cluster": cluster.key, "model": pricer.model})
     return out
 
 
 def run(args: argparse.Namespace) -> int:
     """Price the collective on the cluster; print a table or JSON; plot when asked."""
-    if args.model not in ("nccl", None):
-        raise RingtreeError(
-            f"--model {args.model} prices a --link; on a --cluster the model is nccl (NCCL's "
-            "choice, timed by ringtree): drop --model or give --link"
-        )
-    if args.link or args.profile:
-        raise RingtreeError("give --cluster or --link/--profile, not both")
-    if args.ranks is not None:
-        raise RingtreeError(
-            "on a --cluster the ranks are --nodes x --gpus-per-node: drop -n/--ranks"
-        )
     if args.collective not in tuner.NCCL_COLLECTIVES and args.collective not in P2P_COLLECTIVES:
         raise RingtreeError(
             f"NCCL has no {args.collective.value}: torch.distributed's barrier on NCCL is an "
             "all-reduce of one element (ringtree cost all-reduce --size 4 --cluster ...)"
-        )
-    if args.algorithm.strip().lower() != AUTO:
-        raise RingtreeError(
-            "--algorithm goes with --link: on a --cluster NCCL's tuner picks the algorithm "
-            "(NCCL_ALGO=ring or tree in the environment forces one, as in NCCL)"
-        )
-    ignored = {"--root": args.root != 0,
-               "--chunks": args.chunks is not None, "--ranks-per-node": args.ranks_per_node,
-               "--compute": args.compute, "--price-gpu-hour": args.price_gpu_hour is not None,
-               "--price-cluster-hour": args.price_cluster_hour is not None,
-               "--steps-per-second": args.steps_per_second, "--hours": args.hours is not None,
-               "--comm-time": args.comm_time is not None}
-    given = [flag for flag, used in ignored.items() if used]
-    if given:
-        raise RingtreeError(
-            f"{given[0]} goes with --link: the --cluster prices NCCL's choice alone"
         )
     if args.params is not None:
         args.size = args.params * dtype_bytes(args.dtype)

@@ -11,12 +11,12 @@ from rich.table import Table
 from ringtree.algorithms import BuildSpec
 from ringtree.commands import args as A
 from ringtree.commands import cost_cluster
+from ringtree.commands.model_flags import CLUSTER, MODEL_ON, hardware
 from ringtree.cost.crossover import CrossoverMap, crossover_map
-from ringtree.cost.models import DEFAULT_MODEL, MODELS, parse_model
-from ringtree.cost.nccl import tuner
+from ringtree.cost.models import DEFAULT_MODEL, parse_model
 from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
+from ringtree.cost.nccl.pricer import NcclPricer
 from ringtree.cost.nccl.switches import Switches, switch_points
-from ringtree.cost.nccl.topology import topology
 from ringtree.cost.nccl.tuner import NCCL_COLLECTIVES
 from ringtree.cost.select import short_time
 from ringtree.errors import RingtreeError
@@ -24,6 +24,8 @@ from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.units import dtype_bytes, format_bytes
 
 PLOT_SUFFIXES = (".png", ".svg")
+#: The flags that go with one kind of hardware (:mod:`ringtree.commands.model_flags`).
+FLAGS = ("-n", "--ranks-per-node", "--nodes", "--gpus-per-node")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         default=None,
-        choices=[*MODELS, "nccl"],
+        choices=list(MODEL_ON),
         help=f"cost model (default: {DEFAULT_MODEL} on a --link, nccl on a --cluster)",
     )
     A.add_ranks_per_node(p, "ranks per node: adds hierarchical (N = nodes x G)")
@@ -90,15 +92,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the crossovers; print a table or JSON; draw the plot when asked."""
-    if args.cluster is not None:
+    if hardware(args, FLAGS) == CLUSTER:
         return run_cluster(args)
-    if args.model == "nccl":
-        raise RingtreeError("the nccl model prices a cluster: give --cluster NAME --nodes K")
     if args.ranks is None:
         raise RingtreeError("give the number of workers: -n N (or --cluster NAME --nodes K)")
-    for flag, value in (("--nodes", args.nodes != 1), ("--gpus-per-node", args.gpus_per_node)):
-        if value:
-            raise RingtreeError(f"{flag} goes with --cluster (the NCCL model)")
     result = crossover_map(
         args.collective,
         args.ranks,
@@ -182,13 +179,6 @@ def plot(m: CrossoverMap, path: Path) -> None:
 
 def run_cluster(args: argparse.Namespace) -> int:
     """NCCL's switch points on the cluster: a table or JSON, a plot when asked."""
-    if args.model not in (None, "nccl"):
-        raise RingtreeError(f"--model {args.model} prices a --link; on a --cluster the model is "
-                            "nccl: drop --model or give --link")
-    if args.ranks is not None:
-        raise RingtreeError("on a --cluster the ranks are --nodes x --gpus-per-node: drop -n")
-    if args.ranks_per_node is not None:
-        raise RingtreeError("on a --cluster give --gpus-per-node, not --ranks-per-node")
     if args.collective not in NCCL_COLLECTIVES:
         raise RingtreeError(
             f"NCCL has no algorithm to choose for {args.collective.value}: it runs "
@@ -206,9 +196,9 @@ def run_cluster(args: argparse.Namespace) -> int:
     lo = args.min_size or itemsize
     if lo > args.max_size:
         raise RingtreeError(f"--min-size {lo} is more than --max-size {args.max_size}")
-    topo = topology(args.cluster, args.nodes, g)
-    settings = tuner.Settings.for_cluster(args.cluster, os.environ)
-    result = switch_points(args.collective, topo, settings, lo, args.max_size, itemsize=itemsize)
+    pricer = NcclPricer(args.cluster, os.environ)
+    result = switch_points(args.collective, pricer.topology(args.nodes, g), pricer.settings, lo,
+                           args.max_size, itemsize=itemsize)
     if args.json:
         print_json({**result.record(), "cluster": args.cluster.key})
     else:

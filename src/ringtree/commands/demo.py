@@ -11,8 +11,8 @@ from rich.table import Table
 from ringtree.algorithms import build
 from ringtree.collectives import Collective
 from ringtree.commands import local
-from ringtree.cost.model import step_times_s
 from ringtree.cost.select import short_time
+from ringtree.cost.terms import step_times_s
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.procs.run import RunFailed, run_processes
 from ringtree.runtime.auto import seen_link

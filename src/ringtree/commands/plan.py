@@ -9,22 +9,13 @@ from typing import Any
 
 from ringtree.commands import args as A
 from ringtree.commands.plan_render import render_compare, render_plan, render_search
-from ringtree.cost.clusters import cluster_of_file, get_cluster
-from ringtree.cost.links import parse_link
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console
 from ringtree.plan.calibrate import fit_efficiency
-from ringtree.plan.cluster import (
-    DEFAULT_GPU_MEMORY_BYTES,
-    Cluster,
-    from_hardware,
-    is_hardware_table,
-    read_cluster_toml,
-    shape_gpus,
-)
 from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
 from ringtree.plan.flops import RECOMPUTE
 from ringtree.plan.model import Model
+from ringtree.plan.placement import DEFAULT_INTER, DEFAULT_INTRA, Placement, place
 from ringtree.plan.planner import compare, plan
 from ringtree.plan.presets import PRESETS, get_model
 from ringtree.plan.record import DP_OVERLAP, Training
@@ -32,7 +23,6 @@ from ringtree.plan.search import OBJECTIVES, search
 from ringtree.plan.strategy import FLAVORS, candidate_strategies, parse_strategy
 from ringtree.units import dtype_bytes, format_percent, parse_size
 
-DEFAULT_INTRA, DEFAULT_INTER = "nvlink4", "ib-ndr"
 #: --top: the search plans this many in full (verdicts included).
 MAX_TOP = 1000
 
@@ -49,7 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "per GPU, MFU, dollars and a verdict. --compare ranks strategies; --search tries "
         "every configuration.",
     )
-    m = p.add_argument_group("model")
+    _model_flags(p.add_argument_group("model"))
+    _placement_flags(p.add_argument_group("cluster (flags override --cluster FILE.toml)"))
+    _training_flags(p.add_argument_group("training step"))
+    _output_flags(p.add_argument_group("output"))
+    p.set_defaults(func=run)
+
+
+def _model_flags(m: argparse._ArgumentGroup) -> None:
     m.add_argument("--model", help=f"a preset: {', '.join(PRESETS)}")
     m.add_argument("--params", type=A.params, help="parameter count (7e9, 7B, 500k); overrides")
     for flag, what in (("--layers", "transformer layers"), ("--hidden", "hidden size"),
@@ -58,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        ("--seq-len", "sequence length")):
         m.add_argument(flag, type=A.count, help=f"{what} (overrides the preset)")
     m.add_argument("--dtype", default="fp16", help="params/grads/activations dtype (fp16)")
-    c = p.add_argument_group("cluster (flags override --cluster FILE.toml)")
+
+
+def _placement_flags(c: argparse._ArgumentGroup) -> None:
     c.add_argument(
         "--cluster", metavar="PRESET|FILE",
         help="a cluster as built ('ringtree clusters': dgx-h100, ...; or a TOML file with gpu= "
@@ -73,7 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a profile from 'ringtree calibrate' as both links")
     c.add_argument("--price-gpu-hour", type=A.non_negative_number, help="dollars per GPU-hour")
     c.add_argument("--gpu-memory", type=A.size, help="memory of one GPU (default: the GPU's)")
-    t = p.add_argument_group("training step")
+
+
+def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--strategy",
         help="ddp, zero1, zero2, zero3 (fsdp), or degrees dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,sp] "
@@ -122,7 +123,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "elements for zero1/2; 0: none)")
     t.add_argument("--steps-per-second", type=A.positive_number,
                    help="for $/day (default: 1/step time)")
-    o = p.add_argument_group("output")
+
+
+def _output_flags(o: argparse._ArgumentGroup) -> None:
     o.add_argument("--json", action="store_true", help='print {"plans": [...]}')
     o.add_argument(
         "--chrome",
@@ -133,7 +136,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--svg", type=A.output_file(".svg"), metavar="FILE.svg", help="the step as an SVG timeline"
     )
-    p.set_defaults(func=run)
 
 
 def _model(args: argparse.Namespace) -> Model:
@@ -145,80 +147,14 @@ def _model(args: argparse.Namespace) -> Model:
     return base.with_overrides(args.params, **shape)
 
 
-def _price(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RingtreeError(f"price_gpu_hour must be a number of dollars, got {value!r}")
-    if value < 0:
-        raise RingtreeError(f"price per GPU-hour must be >= 0, got {value}")
-    if not value <= A.MAX_NUMBER:  # also inf and nan
-        raise RingtreeError(f"price per GPU-hour must be at most {A.MAX_NUMBER:g}, got {value}")
-    return float(value)
+def _placement(args: argparse.Namespace) -> Placement:
+    return place(args.cluster, gpus=args.gpus, nodes=args.nodes,
+                 gpus_per_node=args.gpus_per_node, intra=args.intra, inter=args.inter,
+                 profile=args.profile, price_gpu_hour=args.price_gpu_hour,
+                 gpu_memory_bytes=args.gpu_memory)
 
 
-def _memory(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise RingtreeError(f'gpu_memory must be a size like "80GB" or bytes, got {value!r}')
-    return parse_size(value)
-
-
-def _hardware_cluster(args: argparse.Namespace, table: dict[str, Any] | None) -> Cluster:
-    if args.intra or args.inter or args.profile:
-        raise RingtreeError("--intra/--inter/--profile describe links: a cluster as built "
-                            "(--cluster PRESET) brings its own; give one or the other")
-    hw = cluster_of_file(args.cluster, table) if table is not None else get_cluster(args.cluster)
-    table = table or {}
-    if args.gpus_per_node is not None and args.gpus_per_node != hw.gpus_per_node:
-        raise RingtreeError(f"{hw.key} has {hw.gpus_per_node} GPUs per node, not "
-                            f"{args.gpus_per_node}")
-    gpus = args.gpus if args.gpus is not None else None
-    nodes = args.nodes
-    if gpus is None and nodes is None:
-        gpus, nodes = table.get("gpus"), table.get("nodes")
-    if gpus is None and nodes is None:
-        raise RingtreeError(f"give the cluster size: --nodes K (nodes of {hw.gpus_per_node} "
-                            f"GPUs of {hw.key})")
-    nodes, _ = shape_gpus(gpus, nodes, hw.gpus_per_node)
-    price = _price(args.price_gpu_hour if args.price_gpu_hour is not None
-                   else table.get("price_gpu_hour"))
-    memory = args.gpu_memory if args.gpu_memory is not None else _memory(table.get("gpu_memory"))
-    return from_hardware(hw, nodes, price, memory)
-
-
-def _cluster(args: argparse.Namespace) -> Cluster:
-    table: dict[str, Any] | None = None
-    if args.cluster is not None:
-        if not args.cluster.strip().lower().endswith(".toml"):
-            return _hardware_cluster(args, None)
-        raw = read_cluster_toml(args.cluster, hardware_ok=True)
-        if is_hardware_table(raw):
-            return _hardware_cluster(args, raw)
-        table = raw
-    values: dict[str, Any] = table or {}
-    flags = {
-        "gpus": args.gpus, "nodes": args.nodes, "gpus_per_node": args.gpus_per_node,
-        "intra": args.intra or args.profile, "inter": args.inter or args.profile,
-        "price_gpu_hour": args.price_gpu_hour, "gpu_memory": args.gpu_memory,
-    }
-    values.update({k: v for k, v in flags.items() if v is not None})
-    if args.gpus is not None or args.nodes is not None:  # a size on the command line wins
-        for key in ("gpus", "nodes"):
-            values[key] = flags[key]
-    nodes, gpn = shape_gpus(values.get("gpus"), values.get("nodes"), values.get("gpus_per_node"))
-    memory = _memory(values.get("gpu_memory"))
-    return Cluster(
-        nodes, gpn,
-        parse_link(str(values.get("intra", DEFAULT_INTRA))),
-        parse_link(str(values.get("inter", DEFAULT_INTER))),
-        _price(values.get("price_gpu_hour")),
-        DEFAULT_GPU_MEMORY_BYTES if memory is None else memory,
-    )
-
-
-def _training(args: argparse.Namespace, cluster: Cluster) -> Training:
+def _training(args: argparse.Namespace, placement: Placement) -> Training:
     if args.compute is not None and (args.tflops is not None or args.mfu is not None):
         raise RingtreeError("give either --compute or --tflops with --mfu, not both")
     if (args.tflops is None) != (args.mfu is None):
@@ -230,10 +166,10 @@ def _training(args: argparse.Namespace, cluster: Cluster) -> Training:
         if args.efficiency > 1:
             raise RingtreeError(f"--efficiency is a fraction of peak, at most 1, got "
                                 f"{args.efficiency}")
-        if cluster.hardware is None:
+        if placement.cluster is None:
             raise RingtreeError("--efficiency sets the compute model of a cluster as built "
                                 "(--cluster PRESET)")
-        eff = replace(default_efficiency(cluster.hardware.gpu), gemm=args.efficiency,
+        eff = replace(default_efficiency(placement.cluster.gpu), gemm=args.efficiency,
                       source="--efficiency")
     bucket = None if args.bucket is None else parse_size(args.bucket)
     return Training(
@@ -247,30 +183,13 @@ def _training(args: argparse.Namespace, cluster: Cluster) -> Training:
 
 def run(args: argparse.Namespace) -> int:
     """Plan one strategy, compare several, or search them all; print tables or JSON."""
-    model, cluster = _model(args), _cluster(args)
-    training = _training(args, cluster)
-    if args.search and args.compare is not None:
-        raise RingtreeError("give --search or --compare, not both")
-    if args.sharding is not None and not args.search:
-        raise RingtreeError("--sharding narrows --search: give --search too (or --strategy "
-                            "with the flavour you want)")
-    if args.compare is not None and args.strategy is not None:
-        raise RingtreeError("give --strategy or --compare, not both")
-    if args.search and args.strategy is not None and args.calibrate_step is None:
-        raise RingtreeError("give --strategy or --search, not both (--strategy with --search "
-                            "only names the measured strategy of --calibrate-step)")
+    _check_modes(args)
+    model, placement = _model(args), _placement(args)
+    training = _training(args, placement)
     if args.calibrate_step is not None:
-        if args.strategy is None:
-            raise RingtreeError("--calibrate-step needs the --strategy that was measured")
-        eff = fit_efficiency(model, cluster, parse_strategy(args.strategy), training,
-                             args.calibrate_step)
-        training = replace(training, efficiency=eff)
-        stderr_console().print(
-            f"calibrated: GEMMs reach {format_percent(eff.gemm)} of peak ({eff.source}); the "
-            f"default is {format_percent(default_efficiency(cluster.hardware.gpu).gemm)}"  # type: ignore[union-attr]
-        )
+        training = _calibrated(args, model, placement, training)
     if args.search:
-        found = search(model, cluster, training, args.top, args.objective,
+        found = search(model, placement, training, args.top, args.objective,
                        fixed_micro_batch=args.micro_batch is not None,
                        fixed_recompute=args.recompute is not None,
                        flavors=args.sharding or FLAVORS)
@@ -282,12 +201,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.compare is not None:
         if args.compare:
-            plans = compare(model, cluster, [parse_strategy(s) for s in args.compare], training)
+            plans = compare(model, placement, [parse_strategy(s) for s in args.compare],
+                            training)
         else:
-            grid = candidate_strategies(cluster.gpus, cluster.gpus_per_node, model.layers)
-            plans = compare(model, cluster, grid, training, skip_invalid=True)
+            grid = candidate_strategies(placement.gpus, placement.gpus_per_node, model.layers)
+            plans = compare(model, placement, grid, training, skip_invalid=True)
     else:
-        plans = [plan(model, cluster, parse_strategy(args.strategy or "ddp"), training)]
+        plans = [plan(model, placement, parse_strategy(args.strategy or "ddp"), training)]
     _pictures(args, plans[0] if plans else None)
     if args.json:
         print_json({"plans": [p.to_json() for p in plans]})
@@ -296,6 +216,36 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_plan(plans[0])
     return 0
+
+
+def _check_modes(args: argparse.Namespace) -> None:
+    """One of --strategy, --compare, --search (--strategy with --search only for
+    --calibrate-step)."""
+    if args.search and args.compare is not None:
+        raise RingtreeError("give --search or --compare, not both")
+    if args.sharding is not None and not args.search:
+        raise RingtreeError("--sharding narrows --search: give --search too (or --strategy "
+                            "with the flavour you want)")
+    if args.compare is not None and args.strategy is not None:
+        raise RingtreeError("give --strategy or --compare, not both")
+    if args.search and args.strategy is not None and args.calibrate_step is None:
+        raise RingtreeError("give --strategy or --search, not both (--strategy with --search "
+                            "only names the measured strategy of --calibrate-step)")
+    if args.calibrate_step is not None and args.strategy is None:
+        raise RingtreeError("--calibrate-step needs the --strategy that was measured")
+
+
+def _calibrated(args: argparse.Namespace, model: Model, placement: Placement,
+                training: Training) -> Training:
+    """``training`` with the efficiency fitted to the measured step (said on stderr)."""
+    eff = fit_efficiency(model, placement, parse_strategy(args.strategy), training,
+                         args.calibrate_step)
+    assert placement.cluster is not None  # fit_efficiency refuses a placement on links
+    stderr_console().print(
+        f"calibrated: GEMMs reach {format_percent(eff.gemm)} of peak ({eff.source}); the "
+        f"default is {format_percent(default_efficiency(placement.cluster.gpu).gemm)}"
+    )
+    return replace(training, efficiency=eff)
 
 
 def _pictures(args: argparse.Namespace, best: Any) -> None:

@@ -25,9 +25,9 @@ def _pct(fraction: float | None) -> str:
 
 
 def _where(p: Plan) -> str:
-    c = p.cluster
-    if c.hardware is not None:
-        hw = c.hardware
+    c = p.placement
+    if c.cluster is not None:
+        hw = c.cluster
         return (f"{c.gpus} x {hw.gpu.name} = {c.nodes} node{'s' * (c.nodes > 1)} of "
                 f"{c.gpus_per_node} ({hw.key}: {c.intra.name} inside"
                 + (f", {c.inter.name} between)" if c.nodes > 1 else ")"))
@@ -92,7 +92,7 @@ def render_plan(p: Plan) -> None:
         mem = p.memory
         console.print(
             f"memory per GPU {format_bytes(mem.total)} ({fits} in "
-            f"{format_bytes(p.cluster.gpu_memory_bytes)}): weights {format_bytes(mem.weights)}, "
+            f"{format_bytes(p.placement.gpu_memory_bytes)}): weights {format_bytes(mem.weights)}, "
             f"gradients {format_bytes(mem.gradients)}, optimizer {format_bytes(mem.optimizer)}, "
             f"activations {format_bytes(mem.activations)} ({p.training.recompute} "
             f"recomputation), other {format_bytes(mem.other)}"
@@ -100,10 +100,10 @@ def render_plan(p: Plan) -> None:
     else:
         console.print(
             f"model states {format_bytes(p.memory_bytes_per_gpu)} per GPU ({fits} in "
-            f"{format_bytes(p.cluster.gpu_memory_bytes)})"
+            f"{format_bytes(p.placement.gpu_memory_bytes)})"
         )
-    if p.cluster.price_gpu_hour is not None:
-        day = p.cluster.usd_per_second * 86400  # type: ignore[operator]
+    if p.placement.price_gpu_hour is not None:
+        day = p.placement.usd_per_second * 86400  # type: ignore[operator]
         console.print(
             f"exposed communication costs {_usd(p.usd_per_step)} per step, "
             f"{_usd(p.usd_per_day)} per day (cluster: {_usd(day)} per day"
@@ -160,9 +160,9 @@ def render_search(found: SearchResult) -> None:
         table.add_column(col, justify="left" if col in ("strategy", "recompute") else "right")
     for i, p in enumerate(plans, start=1):
         j = p.to_json()
-        rate = p.cluster.usd_per_second
+        rate = p.placement.usd_per_second
         table.add_row(
-            str(i), p.strategy, f"{p.cluster.gpus:,}", str(p.training.micro_batch),
+            str(i), p.strategy, f"{p.placement.gpus:,}", str(p.training.micro_batch),
             p.training.recompute,
             str(p.micro_batches), _t(p.step_time_s), _pct(p.mfu),
             format_bytes(p.memory_bytes_per_gpu),

@@ -21,7 +21,7 @@ from ringtree.bench.sweep import (
 from ringtree.collectives import ReduceOp
 from ringtree.commands import args as A
 from ringtree.commands import local
-from ringtree.cost.model import Link
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.output import stderr_console
 from ringtree.procs.run import oversubscription_warning

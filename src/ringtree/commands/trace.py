@@ -8,7 +8,7 @@ from ringtree.algorithms import build, default_algorithm
 from ringtree.collectives import Collective
 from ringtree.commands import args as A
 from ringtree.cost.links import get_link
-from ringtree.cost.model import step_times_s
+from ringtree.cost.terms import step_times_s
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.schedule import Schedule

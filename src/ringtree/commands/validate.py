@@ -27,9 +27,9 @@ from ringtree.commands.sweep_options import (
     sweep_from,
 )
 from ringtree.cost.host import HostLink, under_load
-from ringtree.cost.model import Link
 from ringtree.cost.profile import profile_entry
 from ringtree.cost.select import short_time
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stdout_console
 from ringtree.units import format_bytes

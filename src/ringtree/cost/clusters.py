@@ -24,7 +24,8 @@ or ``preset = "dgx-h100"`` plus the keys to change.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -165,13 +166,22 @@ def gpus() -> dict[str, Gpu]:
     return {k: _gpu(k, t) for k, t in _data("gpus.toml")["gpus"].items()}
 
 
-CLUSTER_KEYS = (
-    "preset", "name", "gpu", "gpus_per_node", "fabric", "nvls", "nics_per_node", "nic_gbps",
-    "network", "network_name", "sharp", "cpu", "nvswitch_gen", "price_gpu_hour", "source",
-    "assumed", "derived", "notes", "rails", "gpudirect_rdma", "cpu_model", "price_source",
-    "launch_us", "net_hop_us", "nccl_env", "nccl_model", "nccl_model_multinode",
-    "host_gpus",
-)
+#: Keys a [cluster] table may hold besides the Cluster's own fields: the preset it starts
+#: from, and documentation of a preset's figures that no model reads.
+OTHER_KEYS = ("preset", "derived", "rails", "gpudirect_rdma", "cpu_model", "price_source")
+#: Every field of a Cluster but its key is a key of its table, read by its type (a field
+#: added to Cluster is read from files with no more code); gpu, gpus_per_node and the pair
+#: tables (PAIRS) are read by their own rules below.
+_FIELDS = {f.name: f.type for f in fields(Cluster) if f.name != "key"}
+CLUSTER_KEYS = (*_FIELDS, *OTHER_KEYS)
+_READ: dict[Any, Callable[[Any], Any]] = {
+    "str": str, "bool": bool, "int": int, "float": float,
+    "float | None": lambda v: float(v) if v else None, "tuple[str, ...]": tuple,
+}
+#: The fields held as tuples of (key, value) pairs, written as tables.
+PAIRS = ("nccl_env", "nccl_model", "nccl_model_multinode")
+#: The keys whose values must be one of these.
+CHOICES = {"fabric": FABRICS, "network": NETWORKS, "cpu": CPUS}
 #: Constants of ringtree.cost.nccl.timing.Params a cluster file may set for itself in its
 #: ``nccl_model`` table (the per-network ones for the cluster's network); the others are
 #: NCCL's or the model's own and hold for every system.
@@ -193,7 +203,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
         raise RingtreeError(
             f"{where}: gpu {gpu_key!r} is not a GPU preset: expected one of {', '.join(gpus())}"
         )
-    for name, allowed in (("fabric", FABRICS), ("network", NETWORKS), ("cpu", CPUS)):
+    for name, allowed in CHOICES.items():
         if name in t and t[name] not in allowed:
             raise RingtreeError(
                 f"{where}: {name} {t[name]!r} unknown: expected one of {', '.join(allowed)}"
@@ -201,23 +211,12 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
     model = _nccl_model(t.get("nccl_model", {}), where)
     multinode = _nccl_model(t.get("nccl_model_multinode", {}), where)
     try:
-        c = Cluster(
-            key=key, name=str(t.get("name", key)), gpu=gpus()[gpu_key],
-            gpus_per_node=_whole(t, "gpus_per_node", where), fabric=str(t.get("fabric", "")),
-            nvls=bool(t.get("nvls", False)), nics_per_node=int(t.get("nics_per_node", 0)),
-            nic_gbps=float(t.get("nic_gbps", 0.0)), network=str(t.get("network", "ib")),
-            sharp=bool(t.get("sharp", False)), cpu=str(t.get("cpu", "intel")),
-            nvswitch_gen=int(t.get("nvswitch_gen", 0)),
-            network_name=str(t.get("network_name", "")),
-            price_gpu_hour=float(t["price_gpu_hour"]) if t.get("price_gpu_hour") else None,
-            launch_us=float(t["launch_us"]) if t.get("launch_us") else None,
-            net_hop_us=float(t["net_hop_us"]) if t.get("net_hop_us") else None,
-            nccl_env=_nccl_env(t.get("nccl_env", {}), where),
-            host_gpus=int(t.get("host_gpus", 0)),
-            nccl_model=model, nccl_model_multinode=multinode,
-            source=str(t.get("source", "")), assumed=tuple(t.get("assumed", ())),
-            notes=str(t.get("notes", "")),
-        )
+        values = {name: _READ[kind](t[name]) for name, kind in _FIELDS.items()
+                  if name in t and kind in _READ}
+        c = Cluster(**{"name": key, "fabric": "", **values, "key": key, "gpu": gpus()[gpu_key],
+                       "gpus_per_node": _whole(t, "gpus_per_node", where),
+                       "nccl_env": _nccl_env(t.get("nccl_env", {}), where),
+                       "nccl_model": model, "nccl_model_multinode": multinode})
     except (TypeError, ValueError) as e:
         raise RingtreeError(f"{where}: {e}") from None
     if c.fabric not in FABRICS:
@@ -298,14 +297,11 @@ def read_cluster_table(path: str | Path) -> dict[str, Any]:
 
 
 def load_cluster(path: str | Path) -> Cluster:
-    """The ``[cluster]`` table of a TOML file (``preset = NAME`` starts from a preset)."""
-    return cluster_of_file(path, read_cluster_table(path))
-
-
-def cluster_of_file(path: str | Path, table: dict[str, Any]) -> Cluster:
-    """The cluster of ``table``, read from ``path`` (keys of a plan's links left out)."""
-    table = {k: v for k, v in table.items() if k in CLUSTER_KEYS or k not in PLAN_KEYS}
-    return cluster_from_table(Path(path).stem, table, f"cluster file {str(path)!r}")
+    """The cluster of a TOML file's ``[cluster]`` table (``preset = NAME`` starts from a
+    preset), named after the file; every key must be a Cluster's (a file that also says
+    where a plan runs is read by :func:`ringtree.plan.placement.read_cluster_file`)."""
+    return cluster_from_table(Path(path).stem, read_cluster_table(path),
+                              f"cluster file {str(path)!r}")
 
 
 def cluster_from_table(key: str, table: dict[str, Any], where: str) -> Cluster:
@@ -319,25 +315,13 @@ def cluster_from_table(key: str, table: dict[str, Any], where: str) -> Cluster:
     return _cluster(key, table, where)
 
 
-#: Keys of a cluster file that the planner reads and a Cluster ignores.
-PLAN_KEYS = ("nodes", "gpus", "intra", "inter", "gpu_memory")
-
-
 def _as_table(c: Cluster) -> dict[str, Any]:
-    t: dict[str, Any] = {
-        "name": c.name, "gpu": c.gpu.key, "gpus_per_node": c.gpus_per_node, "fabric": c.fabric,
-        "nvls": c.nvls, "nics_per_node": c.nics_per_node, "nic_gbps": c.nic_gbps,
-        "network": c.network, "sharp": c.sharp, "cpu": c.cpu, "nvswitch_gen": c.nvswitch_gen,
-        "network_name": c.network_name, "source": c.source, "notes": c.notes,
-    }
-    if c.host_gpus:
-        t["host_gpus"] = c.host_gpus
-    for key in ("price_gpu_hour", "launch_us", "net_hop_us"):
-        if getattr(c, key) is not None:
-            t[key] = getattr(c, key)
-    if c.nccl_env:
-        t["nccl_env"] = dict(c.nccl_env)
-    for key in ("nccl_model", "nccl_model_multinode"):
-        if getattr(c, key):
-            t[key] = dict(getattr(c, key))
+    """The table :func:`cluster_from_table` reads back as ``c`` (its assumptions left out:
+    a cluster that starts from a preset and changes it is not the preset's)."""
+    t: dict[str, Any] = {}
+    for f in fields(Cluster):
+        value = getattr(c, f.name)
+        if f.name in ("key", "assumed") or value is None or (f.name in PAIRS and not value):
+            continue
+        t[f.name] = c.gpu.key if f.name == "gpu" else dict(value) if f.name in PAIRS else value
     return t

@@ -185,18 +185,16 @@ def crossover_map(
             result.crossovers.append(
                 Crossover(a, b, at * itemsize, below, above, cand(a, at).time_s)
             )
-    result.winners = _winners(grid, algs, cand, itemsize)
+    result.winners = _winners(grid, algs, lambda count: fastest(
+        [cand(a, count) for a in algs], links, n_ranks, spec).algorithm, itemsize)
     return result
 
 
 def _winners(
-    grid: list[int], algs: list[str], cand: Callable[[str, int], Candidate], itemsize: int
+    grid: list[int], algs: list[str], pick: Callable[[int], str], itemsize: int
 ) -> list[tuple[str, int, int]]:
-    """The automatic choice (:func:`fastest`) as size ranges, boundaries bisected."""
-
-    def pick(count: int) -> str:
-        return fastest([cand(a, count) for a in algs]).algorithm
-
+    """The automatic choice (``pick``: :func:`ringtree.cost.select.fastest` at a count) as
+    size ranges, boundaries bisected."""
     bounds = [grid[0]]
     for c0, c1 in zip(grid[:-1], grid[1:], strict=True):
         w0 = pick(c0)

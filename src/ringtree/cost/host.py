@@ -20,9 +20,9 @@ So on a :class:`HostLink` a step costs, with ``m_r``, ``b_r``, ``g_r`` the messa
 (a linear model, so the four constants are fitted by least squares; ``ringtree calibrate``
 does it). The terms come from the schedule itself, step by step (messages: one per transfer),
 so this model needs schedules, which are cheap for the few processes one machine holds: up to
-HOST_MAX_RANKS; more is a RingtreeError (the plain fit would take over, 2.6x off the model
-at N=256 for a calibrated 2-core profile). As one level of a two-level cluster a HostLink is
-priced as the plain :class:`~ringtree.cost.model.Link` it also is (its ``alpha_s``,
+HOST_MAX_RANKS; more is a RingtreeError rather than the plain fit (docs/cost.md, "One
+machine"). As one level of a two-level cluster a HostLink is
+priced as the plain :class:`~ringtree.cost.terms.Link` it also is (its ``alpha_s``,
 ``bandwidth_Bps``, ``gamma_s_per_byte``: the plain alpha-beta fit of the same measurements).
 
 That is the model when ranks that wait cost nothing. When they poll for their messages (the
@@ -40,6 +40,7 @@ the latency's (N/C)^exponent (:func:`polling_latency_s`, messages from the sched
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import cached_property, lru_cache
 
@@ -47,7 +48,9 @@ import numpy as np
 
 from ringtree.algorithms import BuildSpec, build
 from ringtree.collectives import Collective
-from ringtree.cost.model import Link
+from ringtree.cost.query import Prediction, Query
+from ringtree.cost.terms import FLAT, Link, Terms
+from ringtree.errors import RingtreeError
 from ringtree.schedule import Action, Schedule
 
 #: The most ranks the one-machine model prices (it builds the schedule).
@@ -307,4 +310,44 @@ def prices_on_host(link: object, n_ranks: int, spec: BuildSpec) -> bool:
         and link.host.overload is None
         and n_ranks <= HOST_MAX_RANKS
         and spec.ranks_per_node is None
+    )
+
+
+def price_on_host(
+    q: Query, link: HostLink, on_link: Callable[[Query, Link], Prediction]
+) -> Prediction:
+    """``q`` on ``link``'s one-machine model: from the schedule, step by step, when waiting
+    ranks cost nothing (up to HOST_MAX_RANKS ranks, RingtreeError beyond); when they poll,
+    ``on_link`` (the alpha-beta model) on the link they see (:func:`on_cores`), with the
+    latency per step and message from the schedule where the model has a per-message cost
+    (:func:`polling_latency_s`). Two levels (ranks per node given): ``on_link`` on ``link``."""
+    host = link.host
+    assert host is not None
+    if host.overload is None and q.n_ranks > HOST_MAX_RANKS and q.spec.ranks_per_node is None:
+        raise RingtreeError(
+            f"{link.name} models processes sharing one machine's cores: it prices up to "
+            f"{HOST_MAX_RANKS} of them, not N={q.n_ranks} (give a network link for more)"
+        )
+    # the model keeps the name its users ask for it by: --model alpha-beta on a profile
+    e = q.estimate()
+    if set(e.cost) == {FLAT} and polls_per_message(link, q.n_ranks, q.spec, q.algorithm.pipelined):
+        steps, latency = polling_latency_s(link, q.collective, q.name, q.n_ranks, q.spec)
+        seen, terms = on_cores(link, q.n_ranks), e.cost[FLAT]
+        return Prediction.of(
+            q, "alpha-beta", link.name, bytes_sent=e.max_bytes_sent, steps=steps,
+            latency_s=latency, bandwidth_s=terms.wire_bytes / seen.bandwidth_Bps,
+            reduce_s=terms.reduce_bytes * seen.gamma_s_per_byte, cost=e.cost,
+        )
+    if host.overload:
+        return on_link(q, on_cores(link, q.n_ranks))
+    if not prices_on_host(link, q.n_ranks, q.spec):
+        return on_link(q, link)
+    t = algorithm_host_terms(q.collective, q.name, q.n_ranks, q.count, q.itemsize, q.spec,
+                             host.cores)
+    return Prediction.of(
+        q, "alpha-beta", link.name, bytes_sent=e.max_bytes_sent, steps=t.steps,
+        latency_s=t.steps * host.alpha_s + t.messages * host.message_s,
+        bandwidth_s=t.wire_bytes / host.bandwidth_Bps,
+        reduce_s=t.reduce_bytes * host.gamma_s_per_byte,
+        cost={FLAT: Terms(t.steps, t.wire_bytes, t.reduce_bytes)},
     )

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ringtree.cost.host import HostLink, Overload
-from ringtree.cost.model import INTER, INTRA, Link
 from ringtree.cost.profile import is_profile_ref, load_profile
+from ringtree.cost.terms import INTER, INTRA, Link
 from ringtree.errors import RingtreeError
 from ringtree.units import parse_bandwidth, parse_time
 

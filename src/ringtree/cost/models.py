@@ -1,11 +1,12 @@
-"""The cost models and their one entry point, :func:`predict`.
+"""The models on links: how one algorithm is priced, and :func:`predict` for one call.
 
-A model prices a canonical :class:`~ringtree.cost.query.Query` on a description of the
-hardware: ``price(query, hardware) -> Prediction``. The two here take a link
-(:data:`~ringtree.cost.links.LinkSpec`: one Link, or ``{"intra": Link, "inter": Link}``); a
-model may take another description (a cluster, for a model of a library's own tuner, which
-would also price its own protocol choice inside ``price``) -- the registry only needs its name
-and ``price``, and :mod:`ringtree.cost.select` asks it for each algorithm and chunk count.
+A model here prices a canonical :class:`~ringtree.cost.query.Query` on links
+(:data:`~ringtree.cost.links.LinkSpec`: one Link, or ``{"intra": Link, "inter": Link}``):
+``price(query, links) -> Prediction``; :mod:`ringtree.cost.select` asks it for each algorithm
+and chunk count. This is the layer under the link pricer
+(:class:`~ringtree.cost.link_pricer.LinkPricer`); the one seam every command and the planner
+price through, whatever the model (the NCCL model on a cluster as built included), is
+:class:`ringtree.cost.pricer.Pricer`.
 
 - ``textbook``: the seed's model: bytes per worker ~2S for all-reduce and ~S for the other
   collectives, over the link's nominal bandwidth, with no latency term. It reproduces the
@@ -35,18 +36,10 @@ from typing import Any
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.host import (
-    HOST_MAX_RANKS,
-    HostLink,
-    algorithm_host_terms,
-    on_cores,
-    polling_latency_s,
-    polls_per_message,
-    prices_on_host,
-)
+from ringtree.cost.host import HostLink, price_on_host
 from ringtree.cost.links import LinkSpec, link_name
-from ringtree.cost.model import FLAT, INTER, Link, Terms
 from ringtree.cost.query import Prediction, Query, textbook_bytes
+from ringtree.cost.terms import FLAT, INTER, Link, Terms
 from ringtree.errors import RingtreeError
 
 
@@ -137,42 +130,18 @@ def level_link(links: LinkSpec, level: str) -> Link:
 
 
 def price_alpha_beta(q: Query, links: LinkSpec) -> Prediction:
-    """Latency, bandwidth and reduction terms summed over the levels of the closed form (on
-    a one-machine :class:`~ringtree.cost.host.HostLink`: that model's terms, from the
-    schedule; or, if its ranks poll, the link they see: :func:`~ringtree.cost.host.on_cores`,
-    with the latency per step and message when the model has one:
-    :func:`~ringtree.cost.host.polling_latency_s`)."""
-    if (isinstance(links, HostLink) and links.host is not None and links.host.overload is None
-            and q.n_ranks > HOST_MAX_RANKS and q.spec.ranks_per_node is None):
-        raise RingtreeError(
-            f"{links.name} models processes sharing one machine's cores: it prices up to "
-            f"{HOST_MAX_RANKS} of them, not N={q.n_ranks} (give a network link for more)"
-        )
+    """Latency, bandwidth and reduction terms summed over the levels of the closed form; a
+    one-machine :class:`~ringtree.cost.host.HostLink` (a calibrated profile, the engine's
+    presets for local processes) is priced by that model instead
+    (:func:`~ringtree.cost.host.price_on_host`)."""
+    if isinstance(links, HostLink) and links.host is not None:
+        return price_on_host(q, links, price_on_links)
+    return price_on_links(q, links)
+
+
+def price_on_links(q: Query, links: LinkSpec) -> Prediction:
+    """The alpha-beta terms of ``q``'s closed form, each level on its link."""
     e = q.estimate()
-    flat = set(e.cost) == {FLAT}
-    if flat and polls_per_message(links, q.n_ranks, q.spec, q.algorithm.pipelined):
-        assert isinstance(links, HostLink)
-        steps, latency = polling_latency_s(links, q.collective, q.name, q.n_ranks, q.spec)
-        seen, terms = on_cores(links, q.n_ranks), e.cost[FLAT]
-        return Prediction.of(
-            q, "alpha-beta", links.name, bytes_sent=e.max_bytes_sent, steps=steps,
-            latency_s=latency, bandwidth_s=terms.wire_bytes / seen.bandwidth_Bps,
-            reduce_s=terms.reduce_bytes * seen.gamma_s_per_byte, cost=e.cost,
-        )
-    if isinstance(links, HostLink) and links.host is not None and links.host.overload:
-        links = on_cores(links, q.n_ranks)
-    if prices_on_host(links, q.n_ranks, q.spec):
-        assert isinstance(links, HostLink) and links.host is not None
-        host = links.host
-        t = algorithm_host_terms(q.collective, q.name, q.n_ranks, q.count, q.itemsize, q.spec,
-                                 host.cores)
-        return Prediction.of(
-            q, "alpha-beta", links.name, bytes_sent=e.max_bytes_sent, steps=t.steps,
-            latency_s=t.steps * host.alpha_s + t.messages * host.message_s,
-            bandwidth_s=t.wire_bytes / host.bandwidth_Bps,
-            reduce_s=t.reduce_bytes * host.gamma_s_per_byte,
-            cost={FLAT: Terms(t.steps, t.wire_bytes, t.reduce_bytes)},
-        )
     latency = bandwidth = reduce = 0.0
     for level, terms in e.cost.items():
         link = level_link(links, level)

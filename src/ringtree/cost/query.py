@@ -15,7 +15,7 @@ from typing import Any
 from ringtree.algorithms import Algorithm, BuildSpec, check_call, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.forms import Estimate, form_of
-from ringtree.cost.model import Cost
+from ringtree.cost.terms import Cost
 from ringtree.errors import RingtreeError
 
 # The seed's "bytes sent per worker" in units of the buffer size S: ~2S for all-reduce (a

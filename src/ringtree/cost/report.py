@@ -9,9 +9,10 @@ from typing import Any
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.links import LinkSpec
+from ringtree.cost.link_pricer import LinkPricer
+from ringtree.cost.links import LinkSpec, link_name
 from ringtree.cost.money import Price, comm_money
-from ringtree.cost.select import choose, is_auto, tuned
+from ringtree.cost.pricer import GroupShape
 
 
 @dataclass(frozen=True)
@@ -39,28 +40,24 @@ class Question:
 
 
 def cost_rows(q: Question, links: Sequence[LinkSpec]) -> list[dict[str, Any]]:
-    """One row per link: the prediction's record (``algorithm`` is the one used: with
-    ``auto``, the pick of :func:`ringtree.cost.select.choose`, whose record adds ``forced``,
-    the competing times and the reason; pipelined algorithms at their best chunk count unless
-    the spec fixes it, in ``n_chunks``), plus ``overhead`` (time / compute, a fraction)
-    when compute time is given, plus ``usd_per_step``/``usd_per_day`` (and ``usd_per_job``,
-    ``usd_comm_per_job`` with hours) when a price is given."""
+    """One row per link, each priced by a :class:`~ringtree.cost.link_pricer.LinkPricer`:
+    the prediction's record (``algorithm`` is the one used: with ``auto``, the pick of
+    :func:`ringtree.cost.select.choose`, whose record adds ``forced``, the competing times and
+    the reason; pipelined algorithms at their best chunk count unless the spec fixes it, in
+    ``n_chunks``), plus ``overhead`` (time / compute, a fraction) when compute time is given,
+    plus ``usd_per_step``/``usd_per_day`` (and ``usd_per_job``, ``usd_comm_per_job`` with
+    hours) when a price is given."""
+    spec = q.spec or BuildSpec()
+    shape = GroupShape.of(q.n_ranks, spec.ranks_per_node)
     rows = []
     for link in links:
-        if is_auto(q.algorithm):
-            choice = choose(q.collective, q.n_ranks, q.size_bytes, link, q.model,
-                            itemsize=q.itemsize, spec=q.spec)
-            p = choice.chosen.prediction
-            row = {**p.record(), **choice.record()}
-        else:
-            cand = tuned(q.collective, q.algorithm, q.n_ranks, q.size_bytes, link, q.model,
-                         itemsize=q.itemsize, spec=q.spec)
-            p = cand.prediction
-            row = {**p.record(), "n_chunks": cand.n_chunks}
+        pricer = LinkPricer(link, q.model, algorithm=q.algorithm, spec=spec)
+        call = pricer.call(q.collective, shape, q.size_bytes, q.itemsize)
+        row = {**call.record(), "link": link_name(link)}
         if q.compute_s is not None:
-            row["overhead"] = p.time_s / q.compute_s
+            row["overhead"] = call.time_s / q.compute_s
         if q.price is not None:
-            comm_s = p.time_s if q.comm_time_s is None else q.comm_time_s
+            comm_s = call.time_s if q.comm_time_s is None else q.comm_time_s
             money = comm_money(comm_s, q.price, q.steps_per_second, q.hours)
             row["usd_per_step"] = money.usd_per_step
             row["usd_per_day"] = money.usd_per_day

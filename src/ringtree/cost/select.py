@@ -18,8 +18,9 @@ Ties. The model cannot resolve differences of a percent, so among candidates wit
 on large buffers, where the ring and recursive halving/doubling differ only by a few alphas,
 it keeps the ring. On one machine (a calibrated profile's one-machine model) ties go to the
 fewest steps instead: each step there is a hand-off between processes that the scheduler can
-delay, which the fitted constants average away (measured, 2 gloo ranks: a one-chunk tree,
-priced within 1 % of recursive doubling at 1-4 MiB, ran 13-30 % slower than it).
+delay, which the fitted constants average away (the measurement: docs/cost.md, "Ties").
+:func:`fastest` is that rule, and the one pick behind ``ringtree cost`` and the crossover
+map's automatic choice by size.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.collectives import Collective
 from ringtree.cost.host import prices_on_host
 from ringtree.cost.links import LinkSpec
-from ringtree.cost.model import Link
 from ringtree.cost.models import DEFAULT_MODEL, Model, get_model
 from ringtree.cost.query import Prediction, Query, check
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
+from ringtree.units import format_time
 
 AUTO = "auto"
 ENV_VAR = "RINGTREE_ALGO"
@@ -74,6 +76,11 @@ def short_time(seconds: float) -> str:
         if abs(seconds) >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds / 1e-9:.3g} ns"
+
+
+def _seconds(seconds: float) -> str:
+    """A time as ``ringtree cost``'s table writes it, rounded the seed's way."""
+    return format_time(seconds, exact=False)
 
 
 def chunk_options(count: int) -> list[int]:
@@ -136,12 +143,18 @@ def candidates(
     return out, skipped
 
 
-def fastest(cands: list[Candidate], *, fewest_steps: bool = False) -> Candidate:
-    """The first-registered candidate within TIE_TOLERANCE of the lowest time; with
-    ``fewest_steps``, the one of those with the fewest steps (then the first registered)."""
+def fastest(
+    cands: list[Candidate], links: LinkSpec, n_ranks: int, spec: BuildSpec
+) -> Candidate:
+    """Auto's pick among ``cands`` (priced on ``links`` for ``n_ranks`` ranks): the
+    first-registered candidate within TIE_TOLERANCE of the lowest time; on one machine (a
+    link priced by the one-machine model), the one of those with the fewest steps (then the
+    first registered). :func:`choose` and the crossover map's auto ranges both pick with it."""
     low = min(c.time_s for c in cands)
     tied = [c for c in cands if c.time_s <= low * (1 + TIE_TOLERANCE)]
-    return min(tied, key=lambda c: c.prediction.steps) if fewest_steps else tied[0]
+    if prices_on_host(links, n_ranks, spec):
+        return min(tied, key=lambda c: c.prediction.steps)
+    return tied[0]
 
 
 @dataclass(frozen=True)
@@ -167,10 +180,11 @@ class Choice:
         return self.chosen.algorithm
 
     def reason(self) -> str:
-        """One line: what was picked, against what."""
+        """One line: what was picked, against what (times as ``ringtree cost``'s table writes
+        them, :func:`ringtree.units.format_time`)."""
         auto = self.automatic
         others = ", ".join(
-            f"{c.algorithm} {short_time(c.time_s)}"
+            f"{c.algorithm} {_seconds(c.time_s)}"
             for c in sorted(self.candidates, key=lambda c: c.time_s)
             if c is not auto
         )
@@ -180,7 +194,7 @@ class Choice:
             if auto.time_s > low
             else ""
         )
-        line = f"lowest predicted time: {auto.algorithm} {short_time(auto.time_s)}{tie}" + (
+        line = f"lowest predicted time: {auto.algorithm} {_seconds(auto.time_s)}{tie}" + (
             f" (vs {others})" if others else ""
         )
         if not self.forced:
@@ -189,8 +203,8 @@ class Choice:
         ratio = ch.time_s / auto.time_s if auto.time_s else 1.0
         return (
             f"{ENV_VAR}={self.env} forced {ch.algorithm}: "
-            f"{short_time(ch.time_s)}, {ratio:.3g}x the automatic choice "
-            f"{auto.algorithm} ({short_time(auto.time_s)})"
+            f"{_seconds(ch.time_s)}, {ratio:.3g}x the automatic choice "
+            f"{auto.algorithm} ({_seconds(auto.time_s)})"
         )
 
     def record(self) -> dict[str, Any]:
@@ -254,15 +268,14 @@ def choose(
             f"no algorithm of {col.value} can run here: "
             + "; ".join(f"{k}: {v}" for k, v in skipped.items())
         )
-    by_steps = prices_on_host(links, n_ranks, spec)
-    automatic = fastest(cands, fewest_steps=by_steps)
+    automatic = fastest(cands, links, n_ranks, spec)
     if not allowed:
         return Choice(automatic, automatic, cands, skipped, forced=False)
     runnable = [c for c in cands if c.algorithm in allowed]
     if not runnable:
         name = allowed[0]
         raise RingtreeError(f"{ENV_VAR}={raw} cannot run here: {skipped.get(name, name)}")
-    chosen = fastest(runnable, fewest_steps=by_steps)
+    chosen = fastest(runnable, links, n_ranks, spec)
     return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
 
 

@@ -29,8 +29,8 @@ import torch.distributed as dist
 
 from ringtree.algorithms import BuildSpec, algorithms_for
 from ringtree.collectives import Collective
-from ringtree.cost.model import Link
 from ringtree.cost.models import predict
+from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.events import CallRecord, Recorder, TraceEvent
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ringtree.errors import RingtreeError
-from ringtree.plan.cluster import Cluster
 from ringtree.plan.compute import Efficiency, default_efficiency
 from ringtree.plan.model import Model
+from ringtree.plan.placement import Placement
 from ringtree.plan.planner import modelled, plan
 from ringtree.plan.record import Training
 from ringtree.plan.strategy import Layout, Strategy
@@ -24,21 +24,21 @@ LOW, HIGH = 0.02, 1.0
 
 
 def fit_efficiency(
-    model: Model, cluster: Cluster, strategy: Strategy | Layout, training: Training,
+    model: Model, placement: Placement, strategy: Strategy | Layout, training: Training,
     measured_s: float, iterations: int = 40,
 ) -> Efficiency:
     """The efficiency whose plan of ``strategy`` takes ``measured_s`` (module doc)."""
-    if not modelled(model, cluster, training):
+    if not modelled(model, placement, training):
         raise RingtreeError(
             "--calibrate-step fits the compute model: it needs a cluster as built (--cluster "
             "PRESET) and the model's whole shape, without --compute/--tflops"
         )
-    assert cluster.hardware is not None
-    base = training.efficiency or default_efficiency(cluster.hardware.gpu)
+    assert placement.cluster is not None
+    base = training.efficiency or default_efficiency(placement.cluster.gpu)
 
     def step(gemm: float) -> float:
         eff = replace(base, gemm=gemm, source="")
-        t = plan(model, cluster, strategy, replace(training, efficiency=eff), with_verdict=False)
+        t = plan(model, placement, strategy, replace(training, efficiency=eff), with_verdict=False)
         assert t.step_time_s is not None
         return t.step_time_s
 

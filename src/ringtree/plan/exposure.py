@@ -17,17 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ringtree.plan.cluster import Cluster
+from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
 from ringtree.plan.compute import Device, optimizer_time
-from ringtree.plan.groups import GroupShape, group_shape
+from ringtree.plan.groups import group_shape
 from ringtree.plan.memory import MEGATRON
 from ringtree.plan.model import Model
-from ringtree.plan.nccl_timing import NcclTimer
 from ringtree.plan.overlap import exposed_s
+from ringtree.plan.placement import Placement
 from ringtree.plan.record import TimedOp, Training
 from ringtree.plan.step import MicroBatch, micro_batch
 from ringtree.plan.strategy import Layout
-from ringtree.plan.timing import CallTime, Timer
 from ringtree.plan.volumes import (
     ALL_TO_ALL,
     ATTENTION,
@@ -47,33 +46,38 @@ FORWARD_SHARE = 1 / 3
 PER_MICRO_BATCH = ("tp", "cp", "ep", "pp")
 
 
-def device(cluster: Cluster, training: Training) -> Device:
-    """The roofline's view of the cluster's GPU."""
-    assert cluster.hardware is not None
-    return Device.of(cluster.hardware.gpu, training.efficiency)
+def device(placement: Placement, training: Training) -> Device:
+    """The roofline's view of the placement's GPU."""
+    assert placement.cluster is not None
+    return Device.of(placement.cluster.gpu, training.efficiency)
 
 
 Priced = tuple[CommOp, GroupShape, CallTime, CallTime]
 
 
-def price_ops(ops: list[CommOp], layout: Layout, gpn: int, timer: Timer | NcclTimer,
-           itemsize: int) -> list[Priced]:
+def price_ops(ops: list[CommOp], layout: Layout, gpn: int, pricer: Pricer,
+              itemsize: int) -> list[Priced]:
     """Each op's full and last call, priced on its group."""
     out = []
     for op in ops:
         shape = group_shape(layout, op.group, gpn)
-        if op.kind == ALL_TO_ALL:
-            full, last = (timer.all_to_all(shape, b) for b in (op.bytes_per_call, op.last_bytes))
-        elif op.collective is None:
-            full, last = (timer.point_to_point(shape, b)
-                          for b in (op.bytes_per_call, op.last_bytes))
-        else:
-            full, last = (
-                timer.call(op.collective, shape, b, itemsize)
-                for b in (op.bytes_per_call, op.last_bytes)
-            )
+        full, last = (price_call(op, shape, b, pricer, itemsize)
+                      for b in (op.bytes_per_call, op.last_bytes))
         out.append((op, shape, full, last))
     return out
+
+
+def price_call(op: CommOp, shape: GroupShape, nbytes: int, pricer: Pricer,
+               itemsize: int) -> CallTime:
+    """One call of ``op`` on ``shape`` (a collective or an all-to-all on one rank, or of no
+    bytes, moves nothing)."""
+    if op.collective is None and op.kind != ALL_TO_ALL:
+        return pricer.point_to_point(shape, nbytes)
+    if shape.size == 1 or nbytes == 0:
+        return NOTHING
+    if op.collective is None:
+        return pricer.all_to_all(shape, nbytes)
+    return pricer.call(op.collective, shape, nbytes, itemsize)
 
 
 def _round_s(item: Priced) -> float:
@@ -143,14 +147,15 @@ class Core:
 
 @lru_cache(maxsize=65536)
 def per_micro_batch(
-    model: Model, layout: Layout, training: Training, timer: Timer | NcclTimer, gpn: int,
+    model: Model, layout: Layout, training: Training, pricer: Pricer, gpn: int,
     m: int, mb: MicroBatch,
 ) -> tuple[list[Priced], list[float], float]:
     """What each micro-batch communicates, priced; what it waits for (per round); their sum.
     Shared by the data-parallel flavours of a layout (cached)."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
                   training.recompute == "full", training.framework == MEGATRON)
-    priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, timer, training.itemsize)
+    priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, pricer,
+                       training.itemsize)
     per_layer = {}
     if training.cp_overlap:
         per_layer.update({ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd})
@@ -167,17 +172,17 @@ def per_micro_batch(
 
 
 def modelled_step(
-    model: Model, cluster: Cluster, layout: Layout, training: Training,
-    timer: Timer | NcclTimer, m: int,
+    model: Model, placement: Placement, layout: Layout, training: Training, pricer: Pricer,
+    m: int,
 ) -> Core:
     """The step under the compute model (module doc)."""
-    dev = device(cluster, training)
+    dev = device(placement, training)
     mb = micro_batch(model, layout, training.micro_batch, training.recompute,
                      training.attention, dev)
-    gpn = cluster.gpus_per_node
+    gpn = placement.gpus_per_node
     key = replace(layout, flavor="ddp")
-    per, per_exposed, waits = per_micro_batch(model, key, training, timer, gpn, m, mb)
-    dp = data_parallel_priced(model, layout, training, timer, gpn, m)
+    per, per_exposed, waits = per_micro_batch(model, key, training, pricer, gpn, m, mb)
+    dp = data_parallel_priced(model, layout, training, pricer, gpn, m)
     dp, exposed = data_parallel_exposed(dp, mb, training.dp_overlap)
     bubble = (layout.pp - 1) / layout.v * (mb.forward + mb.backward + waits)
     opt = optimizer_s(model, layout, dev)
@@ -186,12 +191,11 @@ def modelled_step(
 
 
 def data_parallel_priced(
-    model: Model, layout: Layout, training: Training, timer: Timer | NcclTimer, gpn: int,
-    m: int,
+    model: Model, layout: Layout, training: Training, pricer: Pricer, gpn: int, m: int,
 ) -> list[Priced]:
     """The data-parallel collectives of the step, priced."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes)
-    return price_ops(data_parallel_ops(model, layout, batch), layout, gpn, timer,
+    return price_ops(data_parallel_ops(model, layout, batch), layout, gpn, pricer,
                      training.itemsize)
 
 

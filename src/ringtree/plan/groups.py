@@ -14,36 +14,16 @@ ranks holding the same experts: dp / ep x cp of them, which reduce the experts' 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
+from ringtree.cost.pricer import GroupShape
 from ringtree.plan.strategy import Layout
 
 TP, CP, DP, PP, EP, DPCP, EDP = "tp", "cp", "dp", "pp", "ep", "dpcp", "edp"
 #: The axes of (tp, cp, ep, dp / ep, pp) each kind of group runs along.
 _AXES = {TP: (0,), CP: (1,), EP: (2,), DP: (2, 3), PP: (4,), DPCP: (1, 2, 3), EDP: (1, 3)}
-
-
-@dataclass(frozen=True)
-class GroupShape:
-    """How one kind of group sits on the nodes (the worst group of that kind).
-
-    size: ranks in the group.
-    nodes: nodes it touches (1: all intra-node).
-    per_node: ranks of the group on each node when every node holds the same number of
-    contiguous group members (a hierarchical algorithm applies); None when uneven.
-    """
-
-    size: int
-    nodes: int
-    per_node: int | None
-
-    @property
-    def intra(self) -> bool:
-        """Whether the whole group is inside one node."""
-        return self.nodes == 1
 
 
 def _members(layout: Layout, kind: str) -> np.ndarray:

@@ -20,26 +20,29 @@ dollars are the step time x that.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ringtree.cost.link_pricer import LinkPricer
+from ringtree.cost.nccl.pricer import NcclPricer
+from ringtree.cost.pricer import Pricer
+from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
-from ringtree.plan.cluster import Cluster
 from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
 from ringtree.plan.flops import hardware_flops, model_flops
 from ringtree.plan.memory import MEGATRON, Memory, memory
 from ringtree.plan.model import Model
-from ringtree.plan.nccl_timing import NcclTimer
 from ringtree.plan.pipeline import check_schedule
-from ringtree.plan.record import DP_OVERLAP, Plan, Training
+from ringtree.plan.placement import Placement
+from ringtree.plan.record import DP_OVERLAP, Plan, TimedOp, Training
+from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout, Strategy
-from ringtree.plan.timing import Timer
 from ringtree.plan.verdict import verdict
 from ringtree.plan.volumes import Batch, model_state_bytes, stage_layers, step_collectives
 
 
 def compute_time_s(
-    model: Model, cluster: Cluster, training: Training, global_batch: int
+    model: Model, placement: Placement, training: Training, global_batch: int
 ) -> float | None:
     """One GPU's compute per step when given: as given, or 6 Psi tokens / (GPUs * peak *
     mfu); None if neither is known."""
@@ -50,7 +53,7 @@ def compute_time_s(
     if model.seq_len is None:
         raise RingtreeError("--tflops/--mfu need the sequence length: give --seq-len or --model")
     flops = 6 * model.params * global_batch * model.seq_len
-    return flops / (cluster.gpus * training.tflops * 1e12 * training.mfu)
+    return flops / (placement.gpus * training.tflops * 1e12 * training.mfu)
 
 
 def micro_batches(layout: Layout, training: Training, global_batch: int) -> int:
@@ -64,11 +67,11 @@ def micro_batches(layout: Layout, training: Training, global_batch: int) -> int:
     return global_batch // per_replica
 
 
-def modelled(model: Model, cluster: Cluster, training: Training) -> bool:
+def modelled(model: Model, placement: Placement, training: Training) -> bool:
     """Whether the compute model applies: a cluster as built, a whole shape, no compute
     given."""
     given = training.compute_s is not None or training.tflops is not None
-    return cluster.hardware is not None and model.complete and not given
+    return placement.cluster is not None and model.complete and not given
 
 
 def _check(model: Model, layout: Layout, training: Training) -> None:
@@ -87,67 +90,85 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
         raise RingtreeError(f"dp overlap {training.dp_overlap!r}: expected {', '.join(DP_OVERLAP)}")
 
 
-def timer_for(cluster: Cluster, training: Training) -> Timer | NcclTimer:
-    """The NCCL model on a cluster as built, else the links' alpha-beta model."""
-    if cluster.hardware is not None:
-        return NcclTimer(cluster.hardware, dict(training.nccl_env))
-    return Timer(cluster.intra, cluster.inter)
+def pricer_for(placement: Placement, training: Training) -> Pricer:
+    """The NCCL model on a cluster as built, else the alpha-beta model on the two links."""
+    if placement.cluster is not None:
+        return NcclPricer(placement.cluster, dict(training.nccl_env))
+    return LinkPricer({INTRA: placement.intra, INTER: placement.inter})
 
 
 def plan(
-    model: Model, cluster: Cluster, strategy: Strategy | Layout, training: Training,
-    timer: Timer | NcclTimer | None = None, with_verdict: bool = True,
+    model: Model, placement: Placement, strategy: Strategy | Layout, training: Training,
+    pricer: Pricer | None = None, with_verdict: bool = True,
 ) -> Plan:
     """Time every collective of one step of ``strategy`` and what compute hides of it; the
     verdict weighs the other data-parallel flavours of the same layout (priced as well)."""
-    layout = strategy.resolve(cluster.gpus) if isinstance(strategy, Strategy) else strategy
+    layout = strategy.resolve(placement.gpus) if isinstance(strategy, Strategy) else strategy
     text = strategy.text if isinstance(strategy, Strategy) else layout.name
     _check(model, layout, training)
-    global_batch = default_global_batch(cluster, layout, training)
+    global_batch = default_global_batch(placement, layout, training)
     m = micro_batches(layout, training, global_batch)
     check_schedule(layout.pp, m, layout.v)
-    timer = timer or timer_for(cluster, training)
+    pricer = pricer or pricer_for(placement, training)
     mem: Memory | None = None
-    if cluster.hardware is not None and model.complete:
+    if placement.cluster is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
                      training.attention, training.itemsize, training.framework)
-        need = mem.total
-    else:
-        need = model_state_bytes(model, layout, training.itemsize)
+    need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
-    peak = None
-    if modelled(model, cluster, training):
-        dev = device(cluster, training)
-        core = modelled_step(model, cluster, layout, training, timer, m)
-        timed = timed_ops(core.priced, core.exposed)
-        compute, bubble, opt, mb, peak = core.compute, core.bubble, core.optimizer, core.mb, (
-            dev.peak_flops)
+    if modelled(model, placement, training):
+        s = _modelled(model, placement, layout, training, pricer, m)
     else:
-        batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                      training.recompute == "full", training.framework == MEGATRON)
-        priced = price_ops(step_collectives(model, layout, batch), layout,
-                        cluster.gpus_per_node, timer, training.itemsize)
-        mb, opt = None, 0.0
-        compute = compute_time_s(model, cluster, training, global_batch)
-        timed = given_step(priced, compute, m)
-        bubble = (layout.pp - 1) / (layout.v * m) * compute if compute is not None else 0.0
-        peak = training.tflops * 1e12 if training.tflops else None
-        if peak is None and cluster.hardware is not None and compute is not None:
-            peak = cluster.hardware.gpu.bf16_tflops * 1e12 or None
-    p = Plan(
-        text, model, layout, m, timed, compute, bubble, need, cluster, training, "", mem,
-        opt, flops, hw_flops, peak, mb,
-    )
+        s = _given(model, placement, layout, training, pricer, m, global_batch)
+    p = Plan(text, model, layout, m, s.timed, s.compute, s.bubble, need, placement, training,
+             "", mem, s.optimizer, flops, hw_flops, s.peak, s.micro)
     if not with_verdict:
         return p
 
     def alternative(alt: Layout, changed: Training) -> Plan | None:
         try:
-            return plan(model, cluster, alt, changed, timer, with_verdict=False)
+            return plan(model, placement, alt, changed, pricer, with_verdict=False)
         except RingtreeError:
             return None
 
     return replace(p, verdict=verdict(p, alternative))
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A step's priced collectives and the figures beside them (compute None: unknown)."""
+
+    timed: list[TimedOp]
+    compute: float | None
+    bubble: float
+    optimizer: float
+    peak: float | None
+    micro: MicroBatch | None
+
+
+def _modelled(model: Model, placement: Placement, layout: Layout, training: Training,
+              pricer: Pricer, m: int) -> _Step:
+    """The step under the compute model (:func:`ringtree.plan.exposure.modelled_step`)."""
+    core = modelled_step(model, placement, layout, training, pricer, m)
+    peak = device(placement, training).peak_flops
+    return _Step(timed_ops(core.priced, core.exposed), core.compute, core.bubble,
+                 core.optimizer, peak, core.mb)
+
+
+def _given(model: Model, placement: Placement, layout: Layout, training: Training,
+           pricer: Pricer, m: int, global_batch: int) -> _Step:
+    """The step with a given compute (or none): DP windows are shares of it, the bubble
+    (p - 1)/(v m) of it."""
+    batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
+                  training.recompute == "full", training.framework == MEGATRON)
+    priced = price_ops(step_collectives(model, layout, batch), layout, placement.gpus_per_node,
+                       pricer, training.itemsize)
+    compute = compute_time_s(model, placement, training, global_batch)
+    bubble = (layout.pp - 1) / (layout.v * m) * compute if compute is not None else 0.0
+    peak = training.tflops * 1e12 if training.tflops else None
+    if peak is None and placement.cluster is not None and compute is not None:
+        peak = placement.cluster.gpu.bf16_tflops * 1e12 or None
+    return _Step(given_step(priced, compute, m), compute, bubble, 0.0, peak, None)
 
 
 @lru_cache(maxsize=1024)
@@ -162,9 +183,9 @@ def step_flops(model: Model, global_batch: int, recompute: str) -> tuple[float |
     return None, None
 
 
-def default_global_batch(cluster: Cluster, layout: Layout, training: Training) -> int:
+def default_global_batch(placement: Placement, layout: Layout, training: Training) -> int:
     """The global batch: given, or one micro-batch per data-parallel replica's GPU."""
-    return training.global_batch or cluster.gpus * training.micro_batch // layout.cp
+    return training.global_batch or placement.gpus * training.micro_batch // layout.cp
 
 
 def rank_key(p: Plan) -> tuple[bool, float]:
@@ -174,17 +195,17 @@ def rank_key(p: Plan) -> tuple[bool, float]:
 
 
 def compare(
-    model: Model, cluster: Cluster, strategies: list[Strategy], training: Training,
+    model: Model, placement: Placement, strategies: list[Strategy], training: Training,
     skip_invalid: bool = False,
 ) -> list[Plan]:
-    """Plans of ``strategies``, best first (:func:`rank_key`); one Timer prices every call, so
-    a call that several strategies share is priced once. With ``skip_invalid``, strategies
+    """Plans of ``strategies``, best first (:func:`rank_key`); one Pricer prices every call,
+    so a call that several strategies share is priced once. With ``skip_invalid``, strategies
     that do not apply (a global batch that does not split over their dp) are left out."""
-    timer = timer_for(cluster, training)
+    pricer = pricer_for(placement, training)
     plans = []
     for s in strategies:
         try:
-            plans.append(plan(model, cluster, s, training, timer))
+            plans.append(plan(model, placement, s, training, pricer))
         except RingtreeError:
             if not skip_invalid:
                 raise

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ringtree.plan.cluster import Cluster
+from ringtree.cost.pricer import CallTime, GroupShape
 from ringtree.plan.compute import FLASH, Efficiency
 from ringtree.plan.flops import NONE
-from ringtree.plan.groups import GroupShape
 from ringtree.plan.memory import MEGATRON, Memory
 from ringtree.plan.model import Model
+from ringtree.plan.placement import Placement
 from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout
-from ringtree.plan.timing import CallTime
 from ringtree.plan.volumes import CommOp
 
 SECONDS_PER_DAY = 86_400
@@ -106,7 +105,7 @@ class TimedOp:
 
 @dataclass(frozen=True)
 class Plan:
-    """The plan of one strategy on one cluster (see the module doc for the step time)."""
+    """The plan of one strategy on one placement (see the module doc for the step time)."""
 
     strategy: str
     model: Model
@@ -116,7 +115,7 @@ class Plan:
     compute_s: float | None
     bubble_s: float
     memory_bytes_per_gpu: int
-    cluster: Cluster
+    placement: Placement
     training: Training
     verdict: str = field(default="", compare=False)
     memory: Memory | None = None
@@ -158,7 +157,7 @@ class Plan:
     @property
     def fits_memory(self) -> bool:
         """Whether the memory counted fits in one GPU's memory."""
-        return self.memory_bytes_per_gpu <= self.cluster.gpu_memory_bytes
+        return self.memory_bytes_per_gpu <= self.placement.gpu_memory_bytes
 
     @property
     def tokens(self) -> int | None:
@@ -171,7 +170,7 @@ class Plan:
         step = self.step_time_s
         if flops is None or not step or not self.peak_flops:
             return None
-        return flops / (step * self.cluster.gpus * self.peak_flops)
+        return flops / (step * self.placement.gpus * self.peak_flops)
 
     @property
     def mfu(self) -> float | None:
@@ -186,7 +185,7 @@ class Plan:
     @property
     def usd_per_step(self) -> float | None:
         """Dollars of exposed communication per step, on every GPU."""
-        rate = self.cluster.usd_per_second
+        rate = self.placement.usd_per_second
         return None if rate is None else self.exposed_s * rate
 
     @property
@@ -203,7 +202,7 @@ class Plan:
     @property
     def step_usd(self) -> float | None:
         """Dollars of the whole step: step time x the cluster's price."""
-        rate, step = self.cluster.usd_per_second, self.step_time_s
+        rate, step = self.placement.usd_per_second, self.step_time_s
         return None if rate is None or step is None else rate * step
 
     def to_json(self) -> dict:
@@ -233,7 +232,7 @@ class Plan:
             "memory_bytes_per_gpu": self.memory_bytes_per_gpu,
             "memory_per_gpu_bytes": self.memory_bytes_per_gpu,
             "memory": self.memory.to_json() if self.memory else None,
-            "gpu_memory_bytes": self.cluster.gpu_memory_bytes,
+            "gpu_memory_bytes": self.placement.gpu_memory_bytes,
             "fits_memory": self.fits_memory, "fits": self.fits_memory,
             "verdict": self.verdict,
         }

@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.errors import RingtreeError
-from ringtree.plan.cluster import Cluster
 from ringtree.plan.exposure import (
     data_parallel_exposed_s,
     data_parallel_priced,
@@ -44,7 +43,8 @@ from ringtree.plan.exposure import (
 from ringtree.plan.flops import RECOMPUTE
 from ringtree.plan.memory import MEGATRON, activation_memory, state_memory
 from ringtree.plan.model import Model
-from ringtree.plan.planner import modelled, plan, timer_for
+from ringtree.plan.placement import Placement
+from ringtree.plan.planner import modelled, plan, pricer_for
 from ringtree.plan.record import Plan, Training
 from ringtree.plan.step import MicroBatch, micro_batch
 from ringtree.plan.strategy import FLAVORS, Layout
@@ -110,7 +110,7 @@ class _Group:
 
 
 def _groups(
-    model: Model, cluster: Cluster, training: Training, nodes: int, fixed_b: int | None,
+    model: Model, cluster: Placement, training: Training, nodes: int, fixed_b: int | None,
     allowed: tuple[str, ...] = FLAVORS,
 ) -> Iterator[_Group]:
     """The space of the module doc on ``nodes`` nodes, flavours (of ``allowed``) and
@@ -156,7 +156,7 @@ def _groups(
                                 yield _Group(tp, cp, pp, dp, ep, b, m, v, sp, fl)
 
 
-def candidates(model: Model, cluster: Cluster, training: Training, nodes: int,
+def candidates(model: Model, cluster: Placement, training: Training, nodes: int,
                fixed_b: int | None, fixed_rc: str | None,
                flavors: tuple[str, ...] = FLAVORS) -> Iterator[Candidate]:
     """Every configuration on ``nodes`` nodes of ``cluster`` (module doc)."""
@@ -175,7 +175,7 @@ def _objective(step: float, gpus: int, tokens: float, price: float | None, what:
 
 
 @lru_cache(maxsize=4)
-def _scorer(model: Model, cluster: Cluster, training: Training) -> _Scorer:
+def _scorer(model: Model, cluster: Placement, training: Training) -> _Scorer:
     """The run's scorer, kept for the next search of the same run (another objective, other
     flavours or a fixed recomputation finds its parts timed already)."""
     return _Scorer(model, cluster, training)
@@ -187,9 +187,9 @@ class _Scorer:
     layout, the DP collectives' exposure per layout, flavour and micro-batch count. The step
     is :class:`ringtree.plan.exposure.Core`'s, assembled the same way (a test checks)."""
 
-    def __init__(self, model: Model, cluster: Cluster, training: Training) -> None:
+    def __init__(self, model: Model, cluster: Placement, training: Training) -> None:
         self.model, self.cluster, self.training = model, cluster, training
-        self.timer = timer_for(cluster, training)
+        self.pricer = pricer_for(cluster, training)
         self.dev = device(cluster, training)
         self.cache: dict[tuple, object] = {}
         self.variants: dict[tuple[int, str], Training] = {}
@@ -207,7 +207,7 @@ class _Scorer:
             got = self.cache[key] = make()
         return got
 
-    def steps(self, g: _Group, rc: str, cluster: Cluster) -> list[tuple[str, float]]:
+    def steps(self, g: _Group, rc: str, cluster: Placement) -> list[tuple[str, float]]:
         """(flavour, step seconds) of the flavours of ``g`` that fit, with ``rc``."""
         model, tr, get = self.model, self.variant(g.b, rc), self._get
         lay0 = Layout("ddp", g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
@@ -228,14 +228,14 @@ class _Scorer:
         mb: MicroBatch = get(("m", g.tp, g.cp, g.sp, g.ep, g.pp, g.b, rc), lambda: micro_batch(
             model, lay0, g.b, rc, tr.attention, self.dev))  # type: ignore[assignment]
         waits = get(("w", *base, g.v, g.sp, g.b, rc), lambda: per_micro_batch(
-            model, lay0, tr, self.timer, gpn, g.m, mb)[2])
+            model, lay0, tr, self.pricer, gpn, g.m, mb)[2])
         pipe = (g.m + (g.pp - 1) / g.v) * (mb.forward + mb.backward + waits)  # type: ignore[operator]
         out = []
         for lay in fitting:
             summary = get(
                 ("d", lay.flavor, *base, g.m),
                 lambda lay=lay: data_parallel_summary(
-                    data_parallel_priced(model, lay, tr, self.timer, gpn, g.m), tr.dp_overlap
+                    data_parallel_priced(model, lay, tr, self.pricer, gpn, g.m), tr.dp_overlap
                 ),
             )
             opt = get(("o", lay.flavor, *base), lambda lay=lay: optimizer_s(model, lay, self.dev))
@@ -245,7 +245,7 @@ class _Scorer:
 
 
 def search(
-    model: Model, cluster: Cluster, training: Training, top: int = 5, objective: str = "time",
+    model: Model, cluster: Placement, training: Training, top: int = 5, objective: str = "time",
     fixed_micro_batch: bool = False, fixed_recompute: bool = False,
     flavors: tuple[str, ...] = FLAVORS,
 ) -> SearchResult:
@@ -296,8 +296,8 @@ def search(
         if training.global_batch is None:
             tr = replace(tr, global_batch=cand.layout.dp * cand.micro_batch)
         sub = replace(cluster, nodes=cand.nodes)
-        timer = scorer.timer if cand.nodes == cluster.nodes else None
-        plans.append(plan(model, sub, cand.layout, tr, timer))
+        pricer = scorer.pricer if cand.nodes == cluster.nodes else None
+        plans.append(plan(model, sub, cand.layout, tr, pricer))
     return SearchResult(considered, len(scored), plans, limits(plans[0]) if plans else "",
                         objective, tuple(node_counts))
 
@@ -317,5 +317,5 @@ def limits(p: Plan) -> str:
         f"{k} {format_percent(v / step, exact=False)}"
         for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v / step >= 0.005
     )
-    have = format_bytes(p.cluster.gpu_memory_bytes)
+    have = format_bytes(p.placement.gpu_memory_bytes)
     return f"{shown}; memory {format_bytes(p.memory_bytes_per_gpu)} of {have}"

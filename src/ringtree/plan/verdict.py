@@ -94,7 +94,7 @@ def _fix(plan: Plan, top: TimedOp, other: Alternative) -> str:
     latency_bound = top.time_s > 0 and top.latency_s > 0.5 * top.time_s
     if op.group == "tp":
         if not shape.intra:
-            gpn = plan.cluster.gpus_per_node
+            gpn = plan.placement.gpus_per_node
             return f"tp={layout.tp} spans {shape.nodes} nodes: keep tp within a node (<= {gpn})"
         return f"TP collectives are on the critical path: lower tp (now {layout.tp})"
     if op.group == "pp":
@@ -112,18 +112,18 @@ def _fix(plan: Plan, top: TimedOp, other: Alternative) -> str:
         return f"{op.calls} calls of {op.op} are mostly latency: use larger buckets (--bucket)"
     if op.window is None:
         return f"raise the batch per GPU: {op.op} after the optimizer step is not hidden"
-    link = plan.cluster.intra if shape.intra else plan.cluster.inter
+    link = plan.placement.intra if shape.intra else plan.placement.inter
     return f"{op.op} over {link.name} outruns compute: raise the batch per GPU or add tp/pp"
 
 
 def _does_not_fit(plan: Plan, other: Alternative) -> str:
     need = format_bytes(plan.memory_bytes_per_gpu)
-    have = format_bytes(plan.cluster.gpu_memory_bytes)
+    have = format_bytes(plan.placement.gpu_memory_bytes)
     if plan.memory is None:  # model states only (a plan on links)
         alt = _best_flavor(plan, other, fits_only=True)
         fix = f"use {alt.layout.flavor} ({_step(alt)})" if alt else "raise tp x pp or add GPUs"
         return f"does not fit: model states need {need} per GPU, over {have}: {fix}"
-    over = format_bytes(plan.memory_bytes_per_gpu - plan.cluster.gpu_memory_bytes)
+    over = format_bytes(plan.memory_bytes_per_gpu - plan.placement.gpu_memory_bytes)
     parts = plan.memory.to_json()
     largest = max(("weights", "gradients", "optimizer", "activations"),
                   key=lambda k: parts[f"{k}_bytes"])

@@ -19,8 +19,8 @@ from functools import lru_cache
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, on_cores
 from ringtree.cost.links import LOCAL_HOSTS, get_link
-from ringtree.cost.model import Link
 from ringtree.cost.select import ENV_VAR, choice_for, engine_choice
+from ringtree.cost.terms import Link
 
 
 def link_for(kind: str, cores: int | None = None) -> Link:

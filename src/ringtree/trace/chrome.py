@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ringtree.cost.model import Link
+from ringtree.cost.terms import Link
 from ringtree.events import KINDS, TraceEvent
 from ringtree.schedule import Schedule
 from ringtree.trace.files import write_text

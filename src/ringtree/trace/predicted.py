@@ -1,13 +1,13 @@
 """The events a Schedule would produce on a Link under the alpha-beta-gamma model.
 
-Timeline of one step that starts at T (the model of :mod:`ringtree.cost.model`): every send
+Timeline of one step that starts at T (the model of :mod:`ringtree.cost.terms`): every send
 and receive starts at T; a rank's sends share its outgoing link and its receives its incoming
 link (full duplex), fairly, so a message of b bytes among messages of sizes b_1..b_m on that
 link ends at ``T + alpha + (sum of min(b, b_j) over j) / bandwidth`` -- the last one at
 ``T + alpha + B_rank / bandwidth``. Reductions start when the step's wire time is over,
 ``T + alpha + B / bandwidth`` (B: the busiest rank's bytes), and run one after another at
 ``gamma`` seconds per byte. The step ends after the slowest rank's reductions, so the
-trace's length is exactly the model's time (:func:`ringtree.cost.model.step_times_s`).
+trace's length is exactly the model's time (:func:`ringtree.cost.terms.step_times_s`).
 
 Every slice of a step starts at T or after the step's wire time, so on each rank they nest
 (the Chrome trace format needs that).
@@ -15,7 +15,7 @@ Every slice of a step starts at T or after the step's wire time, so on each rank
 
 from __future__ import annotations
 
-from ringtree.cost.model import Link, step_times_s
+from ringtree.cost.terms import Link, step_times_s
 from ringtree.events import TraceEvent
 from ringtree.schedule import Action, Schedule, Transfer
 

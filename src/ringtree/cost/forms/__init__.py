@@ -1,7 +1,7 @@
 """Closed forms: an algorithm's Terms without building its schedule, so N in the thousands
 costs nothing. One module per algorithm family, as in :mod:`ringtree.algorithms`, each closed
 form registered under its algorithm's ``(collective, name)`` key. Tests assert closed form ==
-:func:`ringtree.cost.model.schedule_terms` for N up to 64 for every registered algorithm, and
+:func:`ringtree.cost.terms.schedule_terms` for N up to 64 for every registered algorithm, and
 that every algorithm has a closed form and every closed form an algorithm.
 """
 

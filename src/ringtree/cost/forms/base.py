@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ringtree.algorithms import BuildSpec
 from ringtree.collectives import Collective
-from ringtree.cost.model import FLAT, Cost, Terms
+from ringtree.cost.terms import FLAT, Cost, Terms
 from ringtree.errors import RingtreeError
 
 

@@ -18,7 +18,7 @@ from ringtree.algorithms import BuildSpec
 from ringtree.algorithms.hierarchical import check_shape
 from ringtree.collectives import Collective, block_bounds
 from ringtree.cost.forms.base import Estimate, ceil_div, closed_form
-from ringtree.cost.model import INTER, INTRA, Terms
+from ringtree.cost.terms import INTER, INTRA, Terms
 
 
 @closed_form(Collective.ALL_REDUCE, "hierarchical")

@@ -23,7 +23,7 @@ import numpy as np
 from ringtree.algorithms.pipeline import Stream
 from ringtree.collectives import block_bounds
 from ringtree.cost.forms.base import Estimate
-from ringtree.cost.model import FLAT, Terms
+from ringtree.cost.terms import FLAT, Terms
 from ringtree.schedule import Action
 
 Lane = tuple[int, int]  # (block, offset)

@@ -17,7 +17,7 @@ from ringtree.algorithms import BuildSpec
 from ringtree.algorithms.recursive import Fold, fold_for
 from ringtree.collectives import Collective
 from ringtree.cost.forms.base import Estimate, closed_form
-from ringtree.cost.model import FLAT, Terms
+from ringtree.cost.terms import FLAT, Terms
 
 
 class _Blocks:
