@@ -10,8 +10,9 @@
   reduce-scatter runs an all-reduce of the whole buffer (ProcessGroupGloo; its span in the
   trace is a ``gloo:all_reduce``), so it is priced as one. Another backend's calls get
   :func:`ringtree.cost.select.choose`'s automatic choice.
-- A cluster: :func:`ringtree.cost.nccl.predict`, NCCL's choice on the nodes the group spans
-  (a group of G ranks fills ``ceil(G / gpus per node)`` nodes, or the nodes given).
+- A cluster: the NCCL model through the pricing seam (:class:`ringtree.cost.nccl.pricer.
+  NcclPricer`), NCCL's choice on the nodes the group spans (a group of G ranks fills
+  ``ceil(G / gpus per node)`` nodes, or the nodes given).
 
 Point-to-point calls and kernels whose size the trace does not give are not priced.
 """
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
+from functools import cache
 
 from ringtree.collectives import Collective
-from ringtree.cost import nccl
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.host import HostLink, available_cores, under_load
 from ringtree.cost.models import predict
+from ringtree.cost.nccl.pricer import NcclPricer
+from ringtree.cost.pricer import GroupShape
 from ringtree.cost.select import choose
 from ringtree.errors import RingtreeError
 from ringtree.kineto.calls import Run
@@ -105,8 +108,14 @@ def _on_cluster(collective: str, size: int, n: int, target: Target) -> Priced | 
         return None
     nodes, per = nodes_for(n, target)
     assert target.cluster is not None
-    call = nccl.predict(collective, size, target.cluster, nodes, gpus_per_node=per)
+    shape = GroupShape(n, nodes, per if nodes > 1 else None)
+    call = _pricer(target.cluster).predict(Collective.parse(collective), shape, size)
     return Priced(call.time_s, call.nccl_name if call.algorithm != "p2p" else "p2p")
+
+
+@cache
+def _pricer(cluster: Cluster) -> NcclPricer:
+    return NcclPricer(cluster)
 
 
 def _on_link(collective: str, size: int, n: int, itemsize: int, backend: str,
