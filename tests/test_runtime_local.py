@@ -133,10 +133,10 @@ def test_a_dying_peer_fails_the_others_fast():
         if t.rank == 1:
             orig = t._send
 
-            def send(buf, peer):  # noqa: ANN001, ANN202
+            def send(buf, peer, tag):  # noqa: ANN001, ANN202
                 if t.messages_sent > 1:
                     raise Boom("rank 1 crashed")
-                return orig(buf, peer)
+                return orig(buf, peer, tag)
 
             t._send = send  # type: ignore[method-assign]
         api.all_reduce(np.ones(4000), algorithm="ring", group=t, timeout=30)

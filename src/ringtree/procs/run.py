@@ -244,18 +244,21 @@ class DyingTransport(Transport):
     def __init__(self, inner: Transport, after_sends: int) -> None:
         super().__init__(inner.rank, inner.size)
         self.inner, self.after_sends = inner, after_sends
-        self.kind, self.grouped = inner.kind, inner.grouped
+        self.kind, self.grouped, self.tag = inner.kind, inner.grouped, inner.tag
 
     def control(self) -> Transport:
         return self.inner.control()
 
-    def _send(self, buf: Buffer, peer: int) -> Any:
+    def message_tag(self, shape: int) -> int:
+        return self.inner.message_tag(shape)
+
+    def _send(self, buf: Buffer, peer: int, tag: int) -> Any:
         if self.messages_sent > self.after_sends:
             os.kill(os.getpid(), signal.SIGKILL)
-        return self.inner._send(buf, peer)
+        return self.inner._send(buf, peer, tag)
 
-    def _recv(self, buf: Buffer, peer: int) -> Any:
-        return self.inner._recv(buf, peer)
+    def _recv(self, buf: Buffer, peer: int, tag: int) -> Any:
+        return self.inner._recv(buf, peer, tag)
 
     def wait(self, req: Any, timeout_s: float) -> None:
         self.inner.wait(req, timeout_s)

@@ -58,6 +58,7 @@ class CallPlan:
     program: Program
     signature: fingerprint.CallSignature
     label: str
+    tag: int
 
 
 def resolve(
@@ -163,12 +164,8 @@ def call(
         marks: list[float] | None = None
         if recorder is not None:
             marks, start, counted = [], recorder.clock(), group.transport.counters()
-        ctx = Context(
-            plan.label,
-            timeout_s,
-            marks,
-            recorder if recorder is not None and recorder.messages else None,
-        )
+        ctx = Context(plan.label, timeout_s, marks,
+                      recorder if recorder is not None and recorder.messages else None, plan.tag)
         execute(plan.program, group.transport, kernels_for(x), plan.op or ReduceOp.SUM, x, y,
                 group.size, ctx)
         if recorder is not None:
@@ -219,7 +216,7 @@ def make_plan(
         splits=None if splits is None else (*splits[0], *splits[1]),
     )
     plan = CallPlan(col, name, chunks, count, itemsize, rop, root, s, prog, sig,
-                    f"{col.value} ({name})")
+                    f"{col.value} ({name})", group.transport.message_tag(sig.digest()))
     if log.info_enabled():
         log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
     return plan

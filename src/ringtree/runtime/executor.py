@@ -45,12 +45,15 @@ class Context:
     filled with one time (perf_counter) per step: when this rank had applied the step's last
     message (a step it receives nothing in counts as done with the step before).
     recorder: if given, receives a TraceEvent per send, receive and reduce (module doc).
+    tag: the tag of the call's messages (:meth:`Transport.message_tag`; None: the
+    transport's own).
     """
 
     label: str
     timeout_s: float
     step_done_s: list[float] | None = field(default=None)
     recorder: Recorder | None = field(default=None)
+    tag: int | None = field(default=None)
 
 
 def execute(
@@ -110,7 +113,7 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
     r_req: list[Any] = [None] * len(prog.recvs)
     send, recv, reduce, copy = transport.send, transport.recv, kernels.reduce, kernels.copy
     twait, time_s = transport.wait, time.perf_counter
-    marks, rec = ctx.step_done_s, ctx.recorder
+    marks, rec, tag = ctx.step_done_s, ctx.recorder, ctx.tag
     if rec is not None:
         parts_s, parts_r = _parts(prog)
         r_posted_at = [0.0] * len(prog.recvs)
@@ -126,13 +129,13 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
             _, i, b, lo, hi, peer = ins
             if rec is not None:
                 r_posted_at[i] = clock()
-            r_req[i] = recv(bufs[b][lo:hi], peer)
+            r_req[i] = recv(bufs[b][lo:hi], peer, tag)
         elif code == SEND:
             _, i, b, lo, hi, peer, packs = ins
             start = clock() if rec is not None else 0.0
             for db, dlo, dhi, sb, slo, shi in packs:
                 copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
-            s_req[i] = send(bufs[b][lo:hi], peer)
+            s_req[i] = send(bufs[b][lo:hi], peer, tag)
             if rec is not None:
                 for j in parts_s[i]:
                     event("send", prog.sends[j], prog.sends[j].loc, start)
@@ -190,9 +193,8 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
         rcv_posts = [ro for ro in rcv if ro.post is not None]
         for so in snd:
             _pack(so, kernels, view)
-        reqs = transport.exchange(
-            [(view(so.post), so.peer) for so in snd], [(view(ro.post), ro.peer) for ro in rcv_posts]
-        )
+        reqs = transport.exchange([(view(so.post), so.peer) for so in snd],
+                                  [(view(ro.post), ro.peer) for ro in rcv_posts], ctx.tag)
         peer = rcv[0].peer if rcv else snd[0].peer  # coalesced requests: name one peer
         for req in reqs:
             wait(req, peer, k, not rcv)

@@ -1,10 +1,10 @@
 """In-process transport: N ranks as N threads of one process, for tests and teaching.
 
-A message is copied once, straight from the sender's view into the receiver's view, by
-whichever of the two posts second (a rendezvous, like gloo and MPI's large messages): so a
-send completes only once its receiver has posted, exactly the behaviour the executor must
-survive on real engines. A rank that fails marks the world, and every rank waiting on it
-fails within a fraction of a second instead of hanging.
+A message (matched by sender, receiver and tag) is copied once, straight from the sender's
+view into the receiver's view, by whichever of the two posts second (a rendezvous, like gloo
+and MPI's large messages): so a send completes only once its receiver has posted, exactly
+the behaviour the executor must survive on real engines. A rank that fails marks the world,
+and every rank waiting on it fails within a fraction of a second instead of hanging.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ class LocalWorld:
     def __init__(self, size: int) -> None:
         self.size = size
         self._lock = threading.Lock()
-        self._sends: dict[tuple[int, int], deque] = {}
-        self._recvs: dict[tuple[int, int], deque] = {}
+        self._sends: dict[tuple[int, int, int], deque] = {}
+        self._recvs: dict[tuple[int, int, int], deque] = {}
         self.failed: dict[int, str] = {}
         self._control: LocalWorld | None = None
 
@@ -60,9 +60,9 @@ class LocalWorld:
         with self._lock:
             self.failed.setdefault(rank, why)
 
-    def post(self, src: int, dst: int, buf: Buffer, sending: bool) -> _Request:
+    def post(self, src: int, dst: int, buf: Buffer, sending: bool, tag: int = 0) -> _Request:
         req = _Request(dst if sending else src)
-        key = (src, dst)
+        key = (src, dst, tag)
         with self._lock:
             mine = (self._sends if sending else self._recvs).setdefault(key, deque())
             theirs = (self._recvs if sending else self._sends).setdefault(key, deque())
@@ -107,11 +107,11 @@ class LocalTransport(Transport):
             self._control = self.world.control().transport(self.rank)
         return self._control
 
-    def _send(self, buf: Buffer, peer: int) -> _Request:
-        return self.world.post(self.rank, peer, buf, sending=True)
+    def _send(self, buf: Buffer, peer: int, tag: int) -> _Request:
+        return self.world.post(self.rank, peer, buf, True, tag)
 
-    def _recv(self, buf: Buffer, peer: int) -> _Request:
-        return self.world.post(peer, self.rank, buf, sending=False)
+    def _recv(self, buf: Buffer, peer: int, tag: int) -> _Request:
+        return self.world.post(peer, self.rank, buf, False, tag)
 
     def wait(self, req: _Request, timeout_s: float) -> None:
         """Wait for ``req``; a failed peer raises TransportClosed within ``_POLL_S`` s."""

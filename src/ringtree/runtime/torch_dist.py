@@ -55,8 +55,11 @@ from ringtree.runtime.errors import PeerError
 from ringtree.runtime.threads import share_cores
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
 
-#: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
+#: Tag of messages posted without one (fingerprints), and of every message on NCCL, whose
+#: point-to-point has no tags; a call's data messages carry its shape's tag (message_tag).
 TAG = 0x5254
+#: gloo takes a tag of 32 bits, torch's binding a signed int: a shape's tag is below this.
+_GLOO_TAGS = 1 << 31
 
 
 class TorchTransport(Transport):
@@ -80,32 +83,39 @@ class TorchTransport(Transport):
         self.down = down if down is not None else self.up
         self._control = control
 
+    tag = TAG
+
     def control(self) -> Transport:
         """The transport fingerprints travel on (see the module doc)."""
         return self._control or self
 
-    def _send(self, buf: Buffer, peer: int) -> Any:
+    def message_tag(self, shape: int) -> int:
+        """gloo: a tag per call shape (a gloo slot of its own); NCCL: TAG, it has no tags."""
+        return TAG if self.grouped else shape % _GLOO_TAGS
+
+    def _send(self, buf: Buffer, peer: int, tag: int) -> Any:
         if type(buf) is np.ndarray:  # a numpy view of a CPU tensor: the same memory
             buf = torch.from_numpy(buf)
         try:
-            return (self.down if peer < self.rank else self.up).send([buf], peer, TAG)
+            return (self.down if peer < self.rank else self.up).send([buf], peer, tag)
         except RuntimeError as e:
             return _Failed(e)
 
-    def _recv(self, buf: Buffer, peer: int) -> Any:
+    def _recv(self, buf: Buffer, peer: int, tag: int) -> Any:
         if type(buf) is np.ndarray:
             buf = torch.from_numpy(buf)
         try:
-            return (self.down if peer > self.rank else self.up).recv([buf], peer, TAG)
+            return (self.down if peer > self.rank else self.up).recv([buf], peer, tag)
         except RuntimeError as e:
             return _Failed(e)
 
     def exchange(
-        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]]
+        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]],
+        tag: int | None = None,
     ) -> list[Any]:
-        """One ``batch_isend_irecv`` for NCCL (coalesced); plain posts otherwise."""
+        """One ``batch_isend_irecv`` for NCCL (coalesced, no tags); plain posts otherwise."""
         if not self.grouped:
-            return super().exchange(sends, recvs)
+            return super().exchange(sends, recvs, tag)
         dist = self._dist
         ops = []
         for buf, peer in sends:
