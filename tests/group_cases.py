@@ -21,7 +21,7 @@ import numpy as np
 
 from ringtree.algorithms import algorithms_for
 from ringtree.collectives import Collective, ReduceOp, block_bounds, block_sizes
-from ringtree.procs.native import call_buffers, engine_count, make_input
+from ringtree.procs.native import call_buffers, make_input
 from ringtree.runtime import api
 
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -216,7 +216,7 @@ def run_case(engine: Any, name: str, group: Any, case: dict[str, Any]) -> str | 
         return None
     n, me = len(ranks), ranks.index(engine.rank)
     root = ranks[case["root_index"] % n]  # a global rank, as torch takes src/dst
-    count = engine_count(col, case["count"], n)
+    count = col.layout.count(case["count"], n)
     raw = make_input(col, count, case["dtype"], op, me, n)
     x = raw if engine.backend == "mpi" else _tensor(raw)
     want = native(engine, group, col, x, op, root, ranks)

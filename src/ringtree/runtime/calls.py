@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any, NoReturn
 
 from ringtree.algorithms import build
-from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
+from ringtree.collectives import Collective, Part, ReduceOp, Splits
 from ringtree.errors import RingtreeError
 from ringtree.events import CallRecord
 from ringtree.runtime import auto, buffers, fingerprint, log
@@ -41,6 +41,8 @@ from ringtree.schedule import Schedule, Size
 
 #: An all-to-all's split sizes as one rank gives them, in elements: (sent, received).
 RankSplits = tuple[tuple[int, ...], tuple[int, ...]]
+#: The collectives whose output may not overlap their input, nor be it (their layouts').
+SEPARATE_OUTPUT = frozenset(c for c in Collective if c.layout.separate)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class CallPlan:
     signature: fingerprint.CallSignature
     label: str
     tag: int
+    #: where this rank's input goes in its output, when the input is its block of the
+    #: output (all-gather: copied there first; the program then runs on the output alone)
+    own: tuple[int, int] | None
 
 
 def resolve(
@@ -131,9 +136,8 @@ def call(
             if key is not None:
                 group.remember(key, plan)
         own = None  # all-gather: this rank's input, copied into its block of the output
-        if col is Collective.ALL_GATHER:
-            b = block_bounds(plan.count, group.size)
-            mine = y[b[group.rank] : b[group.rank + 1]]
+        if plan.own is not None:
+            mine = y[plan.own[0] : plan.own[1]]
             if not buffers.same_memory(mine, x):  # else torch's in-place form
                 if buffers.overlap(x, y):
                     raise RingtreeError(
@@ -206,7 +210,9 @@ def make_plan(
             f"not know: with split sizes use {DIRECT} or pairwise (or auto), or give no split sizes"
         )
     slice_bytes = opts.slice_bytes or group.settings.slice_bytes
-    in_place = y is x or col is Collective.ALL_GATHER
+    lay = col.layout
+    own = lay.span(count, group.size, group.rank) if lay.own_block_in_output else None
+    in_place = y is x or own is not None
     prog = compile_program(s, group.rank, size, itemsize, in_place=in_place,
                            slice_bytes=slice_bytes,
                            in_place_min_bytes=group.transport.in_place_from())
@@ -216,7 +222,7 @@ def make_plan(
         splits=None if splits is None else (*splits[0], *splits[1]),
     )
     plan = CallPlan(col, name, chunks, count, itemsize, rop, root, s, prog, sig,
-                    f"{col.value} ({name})", group.transport.message_tag(sig.digest()))
+                    f"{col.value} ({name})", group.transport.message_tag(sig.digest()), own)
     if log.info_enabled():
         log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
     return plan
@@ -290,9 +296,9 @@ def validate(
     col: Collective, x: Any, y: Any, op: ReduceOp | None, root: int, n: int, rank: int,
     splits: RankSplits | None = None,
 ) -> Size:
-    """Check the call's buffers; return the payload of the layout: the element count of the
-    full layout (gather, scatter: N x one rank's block), one rank's input (all-to-all), or an
-    all-to-all's Splits as this rank knows them."""
+    """Check the call's buffers against the collective's :class:`Layout`; return the
+    payload: the layout's element count S, or an all-to-all's Splits as this rank knows
+    them."""
     check_dtype(dtype_name(x), op)
     if y is not x and dtype_name(y) != dtype_name(x):
         raise RingtreeError(
@@ -303,51 +309,38 @@ def validate(
         raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
     if col.has_root and not 0 <= root < n:
         raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
-    if col is Collective.ALL_TO_ALL:
-        return _all_to_all_size(x, y, n, rank, splits)
-    if col in (Collective.GATHER, Collective.SCATTER):
-        block = buffers.numel(x if col is Collective.GATHER else y)
-        whole = buffers.numel(y if col is Collective.GATHER else x)
-        if rank == root and whole != n * block:
-            what = "gather_list" if col is Collective.GATHER else "scatter_list"
-            raise RingtreeError(
-                f"{what} holds {whole} elements: expected {n} tensors of {block} elements "
-                f"(one per rank, each the size of this rank's tensor)"
-            )
-        return n * block
-    if col is Collective.REDUCE_SCATTER:
-        count, mine, what = buffers.numel(x), buffers.numel(y), "reduce-scatter output"
-    elif col is Collective.ALL_GATHER:
-        count, mine, what = buffers.numel(y), buffers.numel(x), "all-gather input"
-    else:
-        return buffers.numel(x)
-    b = block_bounds(count, n)
-    want = b[rank + 1] - b[rank]
-    if mine != want:
-        whole = "input" if col is Collective.REDUCE_SCATTER else "output"
-        raise RingtreeError(
-            f"{what} has {mine} elements; rank {rank}'s block of the {count}-element {whole} "
-            f"over {n} ranks has {want} (np.array_split blocks)"
-        )
+    if splits is not None:
+        return _all_to_all_splits(x, y, n, rank, splits)
+    lay = col.layout
+    n_in, n_out = buffers.numel(x), buffers.numel(y)
+    count = lay.count_of(n_in, n_out, n)
+    for side, got, want in (("input", n_in, lay.input_elems(count, n, rank, root)),
+                            ("output", n_out, lay.output_elems(count, n, rank, root))):
+        if want is not None and got != want:
+            raise RingtreeError(_wrong_size(col, side, got, want, count, n, rank))
     return count
 
 
-#: The collectives whose output may not overlap their input, nor be it.
-SEPARATE_OUTPUT = frozenset((Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL))
+def _wrong_size(col: Collective, side: str, got: int, want: int, count: int, n: int,
+                rank: int) -> str:
+    """Why a buffer of ``got`` elements is not the ``want`` that the layout of ``count``
+    asks for on ``rank``."""
+    part = col.layout.input if side == "input" else col.layout.output
+    if part is Part.COLUMN:
+        return (f"{col.value} {side} has {got} elements: an input of {count} cut in {n} blocks "
+                f"(np.array_split) brings rank {rank} {n} x {want // n} = {want} (give "
+                "output_split_sizes and input_split_sizes for other blocks)")
+    if part is Part.WHOLE:  # the root's list (gather_list, scatter_list)
+        return (f"{col.value}_list holds {got} elements: expected {n} tensors of {want // n} "
+                "elements (one per rank, each the size of this rank's tensor)")
+    whole = "output" if side == "input" else "input"
+    return (f"{col.value} {side} has {got} elements; rank {rank}'s block of the {count}-element "
+            f"{whole} over {n} ranks has {want} (np.array_split blocks)")
 
 
-def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | None) -> Size:
-    """One rank's input count (no split sizes), or its Splits (its row and column)."""
+def _all_to_all_splits(x: Any, y: Any, n: int, rank: int, splits: RankSplits) -> Splits:
+    """An all-to-all's Splits as this rank knows them (its row and column), checked."""
     count, got = buffers.numel(x), buffers.numel(y)
-    if splits is None:
-        want = n * block_sizes(count, n)[rank]
-        if got != want:
-            raise RingtreeError(
-                f"all-to-all output has {got} elements: an input of {count} cut in {n} "
-                f"blocks (np.array_split) brings rank {rank} {n} x {want // n} = {want} "
-                "(give output_split_sizes and input_split_sizes for other blocks)"
-            )
-        return count
     sent, received = splits
     for what, sizes, total, side in (("input", sent, count, "sends"),
                                      ("output", received, got, "receives")):

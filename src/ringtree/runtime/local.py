@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
+from ringtree.collectives import Collective, Part, ReduceOp, Splits
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
 
 _POLL_S = 0.05
@@ -176,57 +176,25 @@ def run_local(
     from ringtree.runtime import api
 
     col = Collective.parse(collective)
-    n = len(inputs)
-    total = sum(x.size for x in inputs)
+    lay, n = col.layout, len(inputs)
+    count = lay.count_of_inputs([x.size for x in inputs], root)
+    kw: dict[str, Any] = {"algorithm": algorithm, "timeout": timeout_s, "n_chunks": n_chunks,
+                          "ranks_per_node": ranks_per_node, "slice_bytes": slice_bytes}
 
     def body(t: LocalTransport) -> np.ndarray | None:
         r = t.rank
         x = np.array(inputs[r], copy=True).reshape(-1)
-        kw: dict[str, Any] = {
-            "algorithm": algorithm,
-            "group": t,
-            "timeout": timeout_s,
-            "n_chunks": n_chunks,
-            "ranks_per_node": ranks_per_node,
-            "slice_bytes": slice_bytes,
-        }
-        if col is Collective.ALL_REDUCE:
-            api.all_reduce(x, op=op, **kw)
-            return x
-        if col is Collective.BROADCAST:
-            api.broadcast(x, src=root, **kw)
-            return x
-        if col is Collective.REDUCE:
-            api.reduce(x, dst=root, op=op, **kw)
-            return x if r == root else None
-        if col is Collective.REDUCE_SCATTER:
-            b = block_bounds(x.size, n)
-            out = np.empty(b[r + 1] - b[r], dtype=x.dtype)
-            api.reduce_scatter(out, x, op=op, **kw)
+        if splits is not None:  # an all-to-all's blocks of any size
+            out = np.empty(sum(splits.received(r)), dtype=x.dtype)
+            api.all_to_all_single(out, x, list(splits.received(r)), list(splits.sent(r)),
+                                  group=t, **kw)
             return out
-        if col is Collective.ALL_TO_ALL:
-            if splits is None:
-                out = np.empty(n * block_sizes(x.size, n)[r], dtype=x.dtype)
-                api.all_to_all_single(out, x, **kw)
-            else:
-                out = np.empty(sum(splits.received(r)), dtype=x.dtype)
-                api.all_to_all_single(out, x, list(splits.received(r)), list(splits.sent(r)),
-                                      **kw)
-            return out
-        if col is Collective.GATHER:
-            parts = [np.empty(x.size, dtype=x.dtype) for _ in range(n)] if r == root else None
-            api.gather(x, parts, dst=root, **kw)
-            return np.concatenate(parts) if parts is not None else None
-        if col is Collective.SCATTER:
-            size = inputs[root].size // n
-            out = np.empty(size, dtype=x.dtype)
-            api.scatter(out, list(x.reshape(n, size)) if r == root else None, src=root, **kw)
-            return out
-        if col is Collective.BARRIER:
-            api.barrier(**kw)
-            return x[:0]
-        out = np.empty(block_bounds(total, n)[-1], dtype=x.dtype)
-        api.all_gather(out, x, **kw)
-        return out
+        size = lay.output_elems(count, n, r, root)
+        out = None if size is None else np.empty(size, dtype=x.dtype)
+        api.collective(col, x, out, op, root, t, **kw)
+        if not lay.holds_result(r, root):
+            return None
+        result = x if out is None else out
+        return result[:0] if lay.input is Part.NONE else result  # the barrier holds nothing
 
     return run_ranks(n, body)
