@@ -1,7 +1,7 @@
 """The engine's own cost per call: a 4 KiB call through the whole call path, without a wire.
 
 Rank 0 of 2 over a transport whose sends and receives complete at once (nothing moves; a
-receive leaves its buffer as it is), so what is timed is ringtree's Python from the call to
+receive fills its buffer with zeros), so what is timed is ringtree's Python from the call to
 its return -- the group lookup, the options, the buffers' views, the plan's key and lookup,
 the executor's replay of the tape, the kernels -- and none of a peer's or an engine's time.
 That is the part of a small call a change to the call path can make slower or faster, and it
@@ -11,8 +11,10 @@ is measured with far less noise than a bench of real processes on a shared machi
     python bench/call_path.py --collective reduce-scatter --numpy --json
 
 Prints the median over ``--repeat`` timeit repetitions of ``--number`` calls each, in
-microseconds per call. To compare two trees, run it from each in turn, several times,
-interleaved (``PYTHONPATH=<tree>/src``), and compare the medians.
+microseconds per call of this process's CPU time (the call runs on one thread and never
+waits; on a shared machine the wall clock, ``--wall``, also counts whatever else runs). To
+compare two trees, run it from each in turn, several times, interleaved
+(``PYTHONPATH=<tree>/src``), and compare the medians.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 import timeit
 from typing import Any
 
@@ -41,6 +44,7 @@ def null_transport(kind: str) -> Any:
             return done
 
         def _recv(self, buf: Any, peer: int, tag: int = 0) -> Any:
+            buf[...] = 0  # as if the peer sent zeros: sums stay zeros, call after call
             return done
 
         def wait(self, req: Any, timeout_s: float) -> None:
@@ -60,6 +64,8 @@ def main() -> None:
     p.add_argument("--kind", default="gloo", help="the engine auto chooses for (default gloo)")
     p.add_argument("--number", type=int, default=2000, help="calls per repetition")
     p.add_argument("--repeat", type=int, default=30, help="repetitions (the median is shown)")
+    p.add_argument("--wall", action="store_true",
+                   help="time the wall clock instead of this process's CPU time")
     p.add_argument("--json", action="store_true", help="print JSON")
     args = p.parse_args()
 
@@ -67,7 +73,7 @@ def main() -> None:
 
     t = null_transport(args.kind)
     count = args.bytes // 4
-    x = np.zeros(count, dtype=np.float32)  # sums of zeros stay zeros, call after call
+    x = np.zeros(count, dtype=np.float32)
     half = np.empty(count // 2, dtype=np.float32)
     if not args.numpy:
         import torch
@@ -83,7 +89,8 @@ def main() -> None:
     # the first call makes the plan (unchecked: no peer sends a fingerprint); the timed
     # calls take the default path of a known shape, which skips the exchange
     call(check=False)
-    times = timeit.repeat(call, number=args.number, repeat=args.repeat)
+    timer = time.perf_counter if args.wall else time.process_time
+    times = timeit.repeat(call, number=args.number, repeat=args.repeat, timer=timer)
     per_call_us = [s / args.number * 1e6 for s in times]
     median = statistics.median(per_call_us)
     if args.json:

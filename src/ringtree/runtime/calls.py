@@ -2,9 +2,10 @@
 
 A call's *shape* (collective, element counts, dtypes, buffer kind, op, root, algorithm and
 tuning options) decides everything but the data: the algorithm ``auto`` picks, the schedule,
-this rank's compiled program and its tape. So the first call of a shape on a group validates
-the call, resolves the algorithm, compiles the program, logs the decision (RINGTREE_DEBUG=INFO)
-and keeps the result as a :class:`CallPlan` in the group; later calls of the shape find it
+this rank's compiled program and its tape (the executor's order of operations, built beside
+it). So the first call of a shape on a group validates the call, resolves the algorithm,
+compiles the program and its tape, logs the decision (RINGTREE_DEBUG=INFO) and keeps the
+result as a :class:`CallPlan` in the group; later calls of the shape find it
 (~10 us from the call to its first message). With mismatch detection at its default, that
 first call is also the one that exchanges the call's fingerprint (:mod:`fingerprint`): every
 rank decides it when the call is made, in call order, so they agree.
@@ -29,7 +30,7 @@ from typing import Any, NoReturn
 from ringtree.algorithms import build
 from ringtree.collectives import Collective, Part, ReduceOp, Splits
 from ringtree.errors import RingtreeError
-from ringtree.events import CallRecord
+from ringtree.events import CallRecord, Recorder
 from ringtree.runtime import auto, buffers, fingerprint, log
 from ringtree.runtime.errors import MismatchError, PeerError
 from ringtree.runtime.executor import Context, execute
@@ -37,6 +38,7 @@ from ringtree.runtime.groups import Group
 from ringtree.runtime.kernels import check_dtype, dtype_name, kernels_for
 from ringtree.runtime.options import AUTO, Options
 from ringtree.runtime.program import Program, compile_program
+from ringtree.runtime.tape import Instruction, compile_tape
 from ringtree.schedule import Schedule, Size
 
 #: An all-to-all's split sizes as one rank gives them, in elements: (sent, received).
@@ -64,6 +66,9 @@ class CallPlan:
     #: where this rank's input goes in its output, when the input is its block of the
     #: output (all-gather: copied there first; the program then runs on the output alone)
     own: tuple[int, int] | None
+    #: the program's order of operations (:mod:`ringtree.runtime.tape`; None: a grouped
+    #: transport runs step by step)
+    tape: tuple[Instruction, ...] | None
 
 
 def resolve(
@@ -113,19 +118,18 @@ def call(
     the input), ``after()`` once the collective is done; ``splits``: an all-to-all's split
     sizes (elements this rank sends each rank, and receives from each). Returns the future
     of an async call."""
-    timeout_s = opts.timeout_s or group.settings.timeout_s
-    mode = opts.check or group.settings.check
     try:
         x = buffers.flat(inbuf, "input", group.kind, writable=outbuf is None)
         y = x if outbuf is None else buffers.flat(outbuf, "output", group.kind, writable=True)
         # checked on every call: the shape's plan says nothing of this call's buffers
         if col in SEPARATE_OUTPUT and buffers.overlap(x, y):
             raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
-        key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y),
-               buffers.numel(x), buffers.numel(y), y is x, op, root, opts.algorithm,
-               opts.n_chunks, opts.ranks_per_node, opts.slice_bytes, splits)
+        # the call's shape: a plain tuple of CALL_KEY's fields (see CALL_KEY)
+        key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y), y is x,
+               op, root, opts.algorithm, opts.n_chunks, opts.ranks_per_node, opts.slice_bytes,
+               buffers.numel(x), buffers.numel(y), splits)
         # the shape whose first call is checked: split sizes are data (module doc)
-        shape = key if splits is None else (*key[:6], "splits", *key[8:-1])
+        shape = key if splits is None else key[:-_SIZES]
         try:
             plan = group.plans.get(key)
         except TypeError:  # an unhashable op object: plan every time
@@ -137,53 +141,90 @@ def call(
                 group.remember(key, plan)
         own = None  # all-gather: this rank's input, copied into its block of the output
         if plan.own is not None:
-            mine = y[plan.own[0] : plan.own[1]]
-            if not buffers.same_memory(mine, x):  # else torch's in-place form
-                if buffers.overlap(x, y):
-                    raise RingtreeError(
-                        f"all-gather input overlaps the output but is not rank {group.rank}'s "
-                        "block of it: pass that block (in place) or a separate buffer"
-                    )
-                own = (mine, x)
-            x = y
+            own, x = _own_block(group, plan, x, y), y
         if new and shape is not None:
             group.see(shape)
     except RingtreeError as e:
         refuse(group, col, op, root, opts, e)
+    mode = opts.check or group.settings.check
     exchange = mode == "always" or (mode == "first" and new)
+    timeout_s = opts.timeout_s or group.settings.timeout_s
     recorder = opts.recorder
 
     def run() -> None:
         if exchange:
-            try:
-                fingerprint.exchange(group.transport, plan.signature, timeout_s)
-            except Exception:
-                group.plans.pop(key, None)  # every rank raises: all forget the shape
-                group.checked.discard(shape)
-                raise
+            _exchange(group, plan, key, shape, timeout_s)
         if before is not None:
             before()
         if own is not None:
             kernels_for(y).copy(*own)
-        marks: list[float] | None = None
         if recorder is not None:
-            marks, start, counted = [], recorder.clock(), group.transport.counters()
-        ctx = Context(plan.label, timeout_s, marks,
-                      recorder if recorder is not None and recorder.messages else None, plan.tag)
-        execute(plan.program, group.transport, kernels_for(x), plan.op or ReduceOp.SUM, x, y,
-                group.size, ctx)
-        if recorder is not None:
-            sent, received, messages = (
-                a - b for a, b in zip(group.transport.counters(), counted, strict=True)
-            )
-            recorder.calls.append(CallRecord(
-                group.rank, group.size, col.value, plan.algorithm, plan.n_chunks, plan.count,
-                plan.itemsize, sent, received, messages, start, recorder.clock(), tuple(marks),
-            ))
+            _recorded(group, plan, x, y, timeout_s, recorder)
+        else:
+            execute(plan.program, group.transport, kernels_for(x), plan.op or ReduceOp.SUM, x,
+                    y, group.size, Context(plan.label, timeout_s, None, None, plan.tag),
+                    plan.tape)
         if after is not None:
             after()
 
     return group.submit(buffers.on_caller_stream(x, run), async_op)
+
+
+#: The fields of a call's key, in order: its shape, the plan cache's key (:func:`call`). A
+#: plain tuple: a NamedTuple of these fields cost 0.2-0.75 us more per call (docs/engine.md).
+CALL_KEY = ("collective", "buffer type", "input dtype", "output dtype", "input device",
+            "output device", "in place", "op", "root", "algorithm", "n_chunks",
+            "ranks_per_node", "slice_bytes", "input elements", "output elements", "splits")
+#: The key's last fields, its sizes: what the shape of a call with split sizes leaves out.
+_SIZES = 3
+
+
+def _own_block(group: Group, plan: CallPlan, x: Any, y: Any) -> tuple[Any, Any] | None:
+    """``(block, input)``: this rank's block of the output and the input to copy into it
+    (None: the input is that block, torch's in-place form). RingtreeError when the input
+    overlaps the output elsewhere."""
+    mine = y[plan.own[0] : plan.own[1]]
+    if buffers.same_memory(mine, x):
+        return None
+    if buffers.overlap(x, y):
+        raise RingtreeError(
+            f"all-gather input overlaps the output but is not rank {group.rank}'s block of "
+            "it: pass that block (in place) or a separate buffer"
+        )
+    return mine, x
+
+
+def _exchange(group: Group, plan: CallPlan, key: tuple | None, shape: tuple | None,
+              timeout_s: float) -> None:
+    """The fingerprint exchange of the call (:mod:`fingerprint`); if it fails (on every
+    rank alike), every rank forgets the shape, so that its next call checks again."""
+    try:
+        fingerprint.exchange(group.transport, plan.signature, timeout_s)
+    except Exception:
+        group.plans.pop(key, None)
+        group.checked.discard(shape)
+        raise
+
+
+def _recorded(group: Group, plan: CallPlan, x: Any, y: Any, timeout_s: float,
+              recorder: Recorder) -> None:
+    """Execute the call and note it in ``recorder``: a CallRecord with the bytes and
+    messages the transport counted and when each step was done (and, if it records
+    messages, a TraceEvent per message)."""
+    transport = group.transport
+    marks: list[float] = []
+    start, counted = recorder.clock(), transport.counters()
+    ctx = Context(plan.label, timeout_s, marks, recorder if recorder.messages else None,
+                  plan.tag)
+    execute(plan.program, transport, kernels_for(x), plan.op or ReduceOp.SUM, x, y,
+            group.size, ctx, plan.tape)
+    sent, received, messages = (a - b for a, b in zip(transport.counters(), counted,
+                                                      strict=True))
+    recorder.calls.append(CallRecord(
+        group.rank, group.size, plan.collective.value, plan.algorithm, plan.n_chunks,
+        plan.count, plan.itemsize, sent, received, messages, start, recorder.clock(),
+        tuple(marks),
+    ))
 
 
 def make_plan(
@@ -222,7 +263,8 @@ def make_plan(
         splits=None if splits is None else (*splits[0], *splits[1]),
     )
     plan = CallPlan(col, name, chunks, count, itemsize, rop, root, s, prog, sig,
-                    f"{col.value} ({name})", group.transport.message_tag(sig.digest()), own)
+                    f"{col.value} ({name})", group.transport.message_tag(sig.digest()), own,
+                    None if group.transport.grouped else compile_tape(prog))
     if log.info_enabled():
         log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
     return plan

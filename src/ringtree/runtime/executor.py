@@ -33,7 +33,7 @@ from ringtree.collectives import ReduceOp
 from ringtree.events import Recorder, TraceEvent
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
-from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, WAIT
+from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, WAIT, Instruction, compile_tape
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
 
 
@@ -65,8 +65,11 @@ def execute(
     outbuf: Any,
     n_ranks: int,
     ctx: Context,
+    tape: tuple[Instruction, ...] | None = None,
 ) -> None:
-    """Run ``prog`` on ``inbuf`` (and ``outbuf``: the same buffer for in-place collectives).
+    """Run ``prog`` on ``inbuf`` (and ``outbuf``: the same buffer for in-place collectives);
+    ``tape``: the program's order of operations (:func:`~ringtree.runtime.tape.compile_tape`,
+    worked out here when not given), replayed unless the transport is grouped.
 
     Afterwards the rank's result regions of ``outbuf`` hold the collective's result (the AVG
     division included). Raises PeerError when a peer fails; the group is then unusable.
@@ -81,7 +84,8 @@ def execute(
         for (sb, slo, shi), (db, dlo, dhi) in prog.untouched:  # never moved: copied over
             kernels.copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
     else:  # the tape copies them while the first messages fly
-        _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx)
+        _run_pipelined(prog, compile_tape(prog) if tape is None else tape, transport, kernels,
+                       op, bufs, deadline, ctx)
     if op is ReduceOp.AVG:
         for b, lo, hi in prog.result:
             kernels.finish(op, bufs[b][lo:hi], n_ranks)
@@ -106,9 +110,10 @@ def _scratch(transport: Transport, kernels: Any, like: Any, n: int) -> Any:
     return buf[:n]
 
 
-def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  # noqa: ANN001
-    """Replay ``prog.tape`` (:mod:`ringtree.runtime.tape`): the hot loop of every call, so
-    waits are inlined (each bounded by ``deadline``, a ``time.perf_counter`` value)."""
+def _run_pipelined(prog, tape, transport, kernels, op, bufs, deadline, ctx) -> None:  # noqa: ANN001
+    """Replay ``tape``, ``prog``'s order of operations (:mod:`ringtree.runtime.tape`): the
+    hot loop of every call, so waits are inlined (each bounded by ``deadline``, a
+    ``time.perf_counter`` value)."""
     s_req: list[Any] = [None] * len(prog.sends)
     r_req: list[Any] = [None] * len(prog.recvs)
     send, recv, reduce, copy = transport.send, transport.recv, kernels.reduce, kernels.copy
@@ -123,7 +128,7 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
             nbytes = transport.nbytes(bufs[loc[0]][loc[1] : loc[2]])
             _record(rec, prog, kind, o, nbytes, start)
 
-    for ins in prog.tape:
+    for ins in tape:
         code = ins[0]
         if code == RECV:
             _, i, b, lo, hi, peer = ins
