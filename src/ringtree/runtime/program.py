@@ -19,9 +19,8 @@ Where data lives (no copy where none is needed):
   read the old value are done), so such a message's landing slot is free once applied, and
   these messages take turns in RING_SLOTS slots (a message is posted into a slot once the
   one before it there is applied). The landing memory stays in cache and nothing is copied
-  out: on 4 gloo ranks on 2 cores the reductions of a 64 MiB all-reduce took half the time
-  (27 ms of 4 ranks' time per call instead of 54), the call 5-8 % less (medians of 3
-  interleaved runs, 15-20 calls each);
+  out, which halves the reductions' time (figures: docs/engine.md, "Measurements behind the
+  engine's shape");
 * a copy lands directly in the output view when it is the region's final write and no send
   still reads that view: for messages of IN_PLACE_MIN_BYTES and up, sends of earlier
   steps are waited for just before posting it, once a step after theirs is under way (so the
@@ -34,7 +33,7 @@ Where chunks are, and how they are cut into regions: :mod:`ringtree.runtime.regi
 Merging: in a step, the regions one rank sends another that are contiguous in the layout and
 move the same way (all reduced, or all copied) travel as one message of up to ``slice_bytes``
 -- recursive halving sends half the buffer as N/2 chunks, which would otherwise be N/2
-messages (each costs ~0.1-0.5 ms of hand-offs on a loaded machine). An all-to-all's blocks
+messages, each a round of thread hand-offs. An all-to-all's blocks
 for one peer lie apart by nature (Bruck's rounds send every other block), so there every
 region one rank sends another in a step joins the message, packed. Sender and receiver
 decide from the schedule and the sizes of the blocks they exchange alone, so they agree.
