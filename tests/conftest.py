@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import settings
 
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import Collective, ReduceOp
 
 settings.register_profile("ci", deadline=None, max_examples=60)
 settings.load_profile("ci")
@@ -16,13 +16,12 @@ DTYPES = [np.float32, np.float64, np.int32, np.int64]
 def make_inputs(
     collective: Collective, n: int, count: int, dtype: type, op: ReduceOp, seed: int
 ) -> list[np.ndarray]:
-    """Per-rank inputs; small values so PRODUCT stays finite and sums exact in floats."""
+    """Per-rank inputs of the collective's layout of ``count`` elements; small values so
+    PRODUCT stays finite and sums exact in floats."""
     rng = np.random.default_rng(seed)
     lo, hi = (1, 3) if op is ReduceOp.PRODUCT else (-50, 50)
-    if collective in (Collective.ALL_GATHER, Collective.GATHER):
-        b = block_bounds(count, n)
-        return [rng.integers(lo, hi, b[r + 1] - b[r]).astype(dtype) for r in range(n)]
-    return [rng.integers(lo, hi, count).astype(dtype) for _ in range(n)]
+    spans = [collective.layout.span(count, n, r) for r in range(n)]  # a block, or everything
+    return [rng.integers(lo, hi, stop - start).astype(dtype) for start, stop in spans]
 
 
 def assert_results_equal(got: list, want: list, dtype: type) -> None:

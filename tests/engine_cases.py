@@ -25,7 +25,6 @@ from ringtree.procs.native import (
     NativeEngine,
     call_buffers,
     copy_buffer,
-    engine_count,
     make_input,
 )
 from ringtree.runtime import api, calls
@@ -44,7 +43,7 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
         for alg in algorithms_for(col):
             rpn = get_algorithm(col, alg).ranks_per_node_for(n)
             for size in (0, 1, n - 1, int(rng.integers(2, 50)), int(rng.integers(1000, 5000))):
-                count = engine_count(col, size, n)
+                count = col.layout.count(size, n)
                 ops = list(ReduceOp) if col.reduces else [ReduceOp.SUM]
                 for op in ops:
                     out.append({
@@ -59,7 +58,7 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
             rpn = get_algorithm(col, alg).ranks_per_node_for(n)
             out.append({
                 "collective": col.value, "algorithm": alg,
-                "count": engine_count(col, 700_001, n), "op": "sum", "root": n - 1,
+                "count": col.layout.count(700_001, n), "op": "sum", "root": n - 1,
                 "ranks_per_node": rpn, "dtype": "float32", "slice_bytes": None,
                 "numpy": False, "async": False,
             })

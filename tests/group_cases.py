@@ -8,7 +8,8 @@ of a 2-D device mesh (torch), sub-communicators from ``Split`` (MPI) -- and on e
 collective x every algorithm with random sizes, ops, dtypes and roots (``src``/``dst`` global
 ranks, as torch takes them), checked against the engine's own collective on the same group
 with the same root. A rank outside a group calls too and must get what torch gives: None, its
-buffer untouched. Returns ``{"cases": n, "failures": [...]}``.
+buffer untouched. Returns ``{"cases": n, "failures": [...]}``. :func:`mismatches` and
+:func:`used_shape_mismatches` are the ranks calling differently, on new and on used shapes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from ringtree.algorithms import algorithms_for
 from ringtree.collectives import Collective, ReduceOp, block_bounds, block_sizes
-from ringtree.procs.native import call_buffers, engine_count, make_input
+from ringtree.procs.native import call_buffers, make_input
 from ringtree.runtime import api
 
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -215,7 +216,7 @@ def run_case(engine: Any, name: str, group: Any, case: dict[str, Any]) -> str | 
         return None
     n, me = len(ranks), ranks.index(engine.rank)
     root = ranks[case["root_index"] % n]  # a global rank, as torch takes src/dst
-    count = engine_count(col, case["count"], n)
+    count = col.layout.count(case["count"], n)
     raw = make_input(col, count, case["dtype"], op, me, n)
     x = raw if engine.backend == "mpi" else _tensor(raw)
     want = native(engine, group, col, x, op, root, ranks)
@@ -298,6 +299,52 @@ def mismatches(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:
                 failures.append(f"rank {r} {case.__name__}: {type(e).__name__}: {e}")
     api.all_reduce(_array(engine, np.ones(16, f32)))  # the group still works
     return {"cases": len(cases_), "failures": failures}
+
+
+#: used_shape_mismatches' cases: (name, what the others call, what the odd rank calls, the
+#: shapes every rank called before); a shape is (element count, dtype)
+USED_SHAPE_CASES = [
+    ("count, both used", (1024, "float32"), (1000, "float32"),
+     [(1024, "float32"), (1000, "float32")]),
+    ("dtype, both used", (1024, "float32"), (1024, "int32"),
+     [(1024, "float32"), (1024, "int32")]),
+    ("bigger, both used", (256, "float32"), (512, "float32"),
+     [(256, "float32"), (512, "float32")]),
+    ("count, odd's new", (1024, "float32"), (900, "float32"), [(1024, "float32")]),
+]
+
+
+def used_shape_mismatches(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The last rank all-reduces another count or dtype than its peers on a call shape some
+    ranks already used (the default check skips the exchange there): every rank must raise
+    MismatchError or PeerError -- no stale data returned as success, no signal, no MPI error.
+    Each case on a group of its own (a new torch group, an MPI ``Dup``), all at once
+    (``async_op``), so that their timeouts overlap."""
+    n, r, odd = engine.size, engine.rank, engine.size - 1
+
+    def fresh() -> Any:
+        return engine.comm.Dup() if engine.backend == "mpi" else engine.dist.new_group(
+            list(range(n)))
+
+    def buf(shape: tuple[int, str]) -> Any:
+        return _array(engine, np.full(shape[0], r + 1, dtype=shape[1]))
+
+    groups = [fresh() for _ in USED_SHAPE_CASES]
+    for group, (_, _, _, before) in zip(groups, USED_SHAPE_CASES, strict=True):
+        for shape in before:
+            api.all_reduce(buf(shape), group=group, timeout=30)
+    works = [api.all_reduce(buf(mine if r == odd else theirs), group=group, async_op=True,
+                            timeout=cfg["call_timeout_s"])
+             for group, (_, theirs, mine, _) in zip(groups, USED_SHAPE_CASES, strict=True)]
+    failures = []
+    for work, (name, *_) in zip(works, USED_SHAPE_CASES, strict=True):
+        try:
+            work.wait()
+            failures.append(f"rank {r} {name}: the call returned as if it had succeeded")
+        except Exception as e:  # noqa: BLE001 - checked below
+            if type(e).__name__ not in ("MismatchError", "PeerError"):
+                failures.append(f"rank {r} {name}: {type(e).__name__}: {e}")
+    return {"cases": len(USED_SHAPE_CASES), "failures": failures}
 
 
 def absent_peer(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Groups as real training scripts make them, on real processes (127.0.0.1): the group
 contract suite (tests/group_cases.py) over gloo at N = 4 and 5 and over MPI sub-communicators;
-a peer absent at the first call; mismatched calls caught with the default settings; the
-decision log. Each test is one launch of a whole batch of cases."""
+a peer absent at the first call; mismatched calls caught with the default settings, on new
+and on used call shapes; the decision log. Each test is one launch of a whole batch of cases."""
 
 from __future__ import annotations
 
@@ -43,6 +43,18 @@ def test_mpi_sub_communicators_match_mpi():
 def test_mismatched_calls_raise_mismatch_error_on_every_rank_by_default(backend):
     results = run(3, backend, "group_cases:mismatches", {})
     assert all(r["cases"] == 5 for r in results)  # and no rank died of a signal (run: ok)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
+    MPI_MISSING, reason="mpi4py/mpirun not installed"))])
+def test_a_mismatch_on_a_used_shape_is_an_error_on_every_rank_never_a_crash(backend, n):
+    # issue 30: over gloo one rank returned stale data while the other died of SIGABRT;
+    # over MPI, MPI_ERR_TRUNCATE and heap corruption. gloo's ranks leave the broken groups
+    # open; MPI's finalize (one that does not makes mpirun end the others before they report)
+    results = run(n, backend, "group_cases:used_shape_mismatches",
+                  {"call_timeout_s": 2.0, "keep_group": backend == "gloo"}, timeout_s=120)
+    assert all(r["cases"] == 4 for r in results)  # and no rank died of a signal (run: ok)
 
 
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(

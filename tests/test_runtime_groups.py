@@ -8,8 +8,9 @@ import pytest
 
 from ringtree.errors import RingtreeError
 from ringtree.events import Recorder
-from ringtree.runtime import api, run_ranks
+from ringtree.runtime import api, calls, run_ranks
 from ringtree.runtime.groups import Group, Settings, nodes_of
+from ringtree.runtime.tape import compile_tape as tape_of
 
 
 @pytest.mark.parametrize(("ranks", "local", "want"), [
@@ -46,16 +47,22 @@ def test_roots_are_global_ranks_or_group_ranks_as_in_torch():
         g.root(None, 3, "dst")
 
 
-def test_a_call_shape_is_planned_once_per_group():
+def test_a_call_shape_is_planned_once_per_group(monkeypatch):
+    tapes = []  # the tape is worked out with the plan, once, not on each call
+    monkeypatch.setattr(calls, "compile_tape", lambda prog: tapes.append(prog) or tape_of(prog))
+
     def body(t):
         rec = Recorder(t.rank, messages=False)
         for _ in range(3):
             api.all_reduce(np.ones(100), group=t, recorder=rec, algorithm="ring")
         api.all_reduce(np.ones(101), group=t, recorder=rec, algorithm="ring")
-        return len(t.engine_group.plans), [c.count for c in rec.calls]
+        plans = list(t.engine_group.plans.values())
+        assert all(p.tape == tape_of(p.program) for p in plans)
+        return len(plans), [c.count for c in rec.calls]
 
     for plans, counts in run_ranks(2, body):
         assert plans == 2 and counts == [100, 100, 100, 101]
+    assert len(tapes) == 2 * 2  # two shapes on each of two ranks
 
 
 def test_the_first_call_of_a_shape_exchanges_fingerprints_later_ones_do_not():

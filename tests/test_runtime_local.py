@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conftest import DTYPES, assert_results_equal, make_inputs
 from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp, reference
-from ringtree.procs.native import call_buffers, engine_count, make_input
+from ringtree.procs.native import call_buffers, make_input
 from ringtree.runtime import LocalTransport, PeerError, api, calls, program, run_local, run_ranks
 from ringtree.simulate import simulate
 
@@ -34,7 +34,7 @@ def rpn_for(col: Collective, alg: str, n: int) -> int | None:
 def test_every_algorithm_matches_the_reference(pair, n, count, op, dtype, root, sb, seed):
     col, alg = pair
     root %= n
-    count = engine_count(col, count, n)
+    count = col.layout.count(count, n)
     inputs = make_inputs(col, n, count, dtype, op, seed)
     got = run_local(col, inputs, algorithm=alg, op=op, root=root, slice_bytes=sb,
                     ranks_per_node=rpn_for(col, alg, n))
@@ -51,7 +51,7 @@ def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, o
     """Every landing over data sent in an earlier step goes in place (after that send), as
     messages of 1 MiB and up do, on the rendezvous transport: same results, no deadlock."""
     col, alg = pair
-    count = engine_count(col, count, n)
+    count = col.layout.count(count, n)
     inputs = make_inputs(col, n, count, "float64", op, seed)
     with patch.object(program, "IN_PLACE_MIN_BYTES", 0):
         got = run_local(col, inputs, algorithm=alg, op=op, root=root % n, slice_bytes=sb,
@@ -63,7 +63,7 @@ def test_landing_in_place_over_sent_data_matches_the_reference(pair, n, count, o
 def test_executor_agrees_with_the_simulator_bit_for_bit(col, alg):
     """Same schedule, same reduction order: the real executor and the reference interpreter
     give identical floats (they differ from numpy's rank-order sum by rounding only)."""
-    n, count = 5, engine_count(col, 997, 5)
+    n, count = 5, col.layout.count(997, 5)
     rng = np.random.default_rng(1)
     inputs = make_inputs(col, n, count, np.float32, ReduceOp.SUM, 7)
     inputs = [x + rng.random(x.size).astype(np.float32) for x in inputs]
@@ -81,7 +81,7 @@ def test_executor_agrees_with_the_simulator_bit_for_bit(col, alg):
 @pytest.mark.parametrize(("col", "alg"), PAIRS)
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_transport_bytes_equal_schedule_bytes(col, alg, n):
-    count, itemsize = engine_count(col, 1001, n), 8
+    count, itemsize = col.layout.count(1001, n), 8
 
     def body(t: LocalTransport) -> tuple[int, int]:
         x = make_input(col, count, "float64", ReduceOp.SUM, t.rank, n)
@@ -133,10 +133,10 @@ def test_a_dying_peer_fails_the_others_fast():
         if t.rank == 1:
             orig = t._send
 
-            def send(buf, peer):  # noqa: ANN001, ANN202
+            def send(buf, peer, tag):  # noqa: ANN001, ANN202
                 if t.messages_sent > 1:
                     raise Boom("rank 1 crashed")
-                return orig(buf, peer)
+                return orig(buf, peer, tag)
 
             t._send = send  # type: ignore[method-assign]
         api.all_reduce(np.ones(4000), algorithm="ring", group=t, timeout=30)
@@ -163,7 +163,7 @@ def test_grouped_engines_run_step_by_step_with_the_same_results(col, alg):
     class Grouped(LocalTransport):
         grouped = True
 
-    n, count = 4, engine_count(col, 333, 4)
+    n, count = 4, col.layout.count(333, 4)
     inputs = make_inputs(col, n, count, np.int64, ReduceOp.SUM, 3)
     rpn = rpn_for(col, alg, n)
 

@@ -13,7 +13,7 @@ from conftest import make_inputs
 from ringtree.algorithms import algorithms_for, get_algorithm
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.events import Recorder
-from ringtree.procs.native import call_buffers, engine_count
+from ringtree.procs.native import call_buffers
 from ringtree.runtime import LocalTransport, api, calls, run_ranks
 from ringtree.schedule import Action
 
@@ -50,7 +50,7 @@ def traced_call(col, alg, n, count, slice_bytes, grouped):
 )
 def test_events_are_the_schedules_transfers(pair, n, count, slice_bytes, grouped):
     col, alg = pair
-    count = engine_count(col, count, n)
+    count = col.layout.count(count, n)
     got = traced_call(col, alg, n, count, slice_bytes, grouped)
     s = calls.schedule(col, alg, n, n - 1, None, rpn_for(col, alg, n))
     sizes = s.chunk_sizes(count)

@@ -25,6 +25,10 @@ reduce-scatter -> rank 0 [11], rank 1 [22]; all-gather([1], [2]) -> both [1, 2];
 all-to-all([1, 2], [10, 20]) -> rank 0 [1, 10], rank 1 [2, 20] (the blocks transposed);
 gather([1], [2]) to root 0 -> rank 0 [1, 2]; scatter([1, 2]) from root 0 -> [1] and [2].
 
+Where each rank's buffers sit in that layout, how many elements each holds and which blocks
+must be equal is :class:`Layout` (``Collective.ALL_GATHER.layout``), the one statement the
+engine, the local runner, the engines' own calls, the bench and the tests read.
+
 All-to-all's blocks need not be equal: ``Splits.rows[s][d]`` elements go from rank s to rank
 d (torch's ``input_split_sizes`` of rank s are row s, its ``output_split_sizes`` column s).
 Without splits every rank cuts its own input like np.array_split.
@@ -75,6 +79,11 @@ class Collective(str, Enum):
     def reduces(self) -> bool:
         """Whether the collective combines data with a reduce operation."""
         return self in (Collective.REDUCE, Collective.ALL_REDUCE, Collective.REDUCE_SCATTER)
+
+    @property
+    def layout(self) -> Layout:
+        """Where its data sits on each rank (:class:`Layout`)."""
+        return LAYOUTS[self]
 
 
 _ROOTED = (Collective.BROADCAST, Collective.REDUCE, Collective.GATHER, Collective.SCATTER)
@@ -171,6 +180,121 @@ def block_sizes(count: int, n_blocks: int) -> list[int]:
     """Sizes of ``np.array_split(range(count), n_blocks)``'s blocks."""
     base, extra = divmod(count, n_blocks)
     return [base + (1 if b < extra else 0) for b in range(n_blocks)]
+
+
+class Part(str, Enum):
+    """What one buffer of rank r holds, in a layout of S elements over N ranks."""
+
+    WHOLE = "whole"  #: all S elements
+    BLOCK = "block"  #: block r of the S (np.array_split)
+    COLUMN = "column"  #: block r of every rank's S, N blocks side by side (all-to-all)
+    SAME = "same"  #: the input buffer itself (in place)
+    NONE = "none"  #: nothing the collective reads or writes (the barrier's token)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A collective's buffers on every rank, for a layout of ``count`` = S elements over N
+    ranks (the module table; S is the whole buffer nccl-tests prints: the all-reduce buffer,
+    the reduce-scatter input, the all-gather output, one rank's all-to-all input, the root's
+    gather output or scatter input). The engine validates a call's buffers with it, and the
+    local runner, the engines' own calls, the bench and the tests make their buffers from it.
+
+    ``root_only``: the buffer (``"input"`` or ``"output"``) that only the root has (given
+    elsewhere, it is not read). ``equal_blocks``: S must be a multiple of N (torch's gather
+    and scatter take N tensors of one size). ``separate``: the output may not share memory
+    with the input. ``rooted_result``: only the root's result is specified.
+    """
+
+    input: Part
+    output: Part
+    root_only: str | None = None
+    equal_blocks: bool = False
+    separate: bool = False
+    rooted_result: bool = False
+
+    @property
+    def blocks(self) -> bool:
+        """Whether a buffer is cut into N blocks (one per rank)."""
+        return Part.BLOCK in (self.input, self.output) or self.output is Part.COLUMN
+
+    @property
+    def own_block_in_output(self) -> bool:
+        """Whether the input is this rank's block of the output, which may be that very block
+        (torch's in-place all-gather)."""
+        return self.input is Part.BLOCK and self.output is Part.WHOLE and not self.root_only
+
+    def count(self, elements: int, n: int) -> int:
+        """The S a run of ``elements`` takes: rounded down to a multiple of N where blocks
+        are equal, none for the barrier, else ``elements``."""
+        if self.input is Part.NONE:
+            return 0
+        return elements - elements % n if self.equal_blocks else elements
+
+    def elements(self, part: Part, count: int, n: int, rank: int) -> int:
+        """How many elements ``part`` holds on ``rank`` (SAME: the input's)."""
+        if part is Part.SAME:
+            part = self.input
+        if part is Part.WHOLE:
+            return count
+        if part is Part.NONE:
+            return 0
+        block = block_sizes(count, n)[rank]
+        return block if part is Part.BLOCK else n * block
+
+    def input_elems(self, count: int, n: int, rank: int, root: int = 0) -> int | None:
+        """The size of ``rank``'s input (None: it has none, the scatter off its root)."""
+        if self.root_only == "input" and rank != root:
+            return None
+        return self.elements(self.input, count, n, rank)
+
+    def output_elems(self, count: int, n: int, rank: int, root: int = 0) -> int | None:
+        """The size of ``rank``'s output buffer (None: in place, or none on this rank)."""
+        if self.output is Part.SAME or (self.root_only == "output" and rank != root):
+            return None
+        return self.elements(self.output, count, n, rank)
+
+    def span(self, count: int, n: int, rank: int) -> tuple[int, int]:
+        """The elements of the layout ``rank``'s input holds: its block, or all of them."""
+        if self.input is not Part.BLOCK:
+            return 0, count
+        b = block_bounds(count, n)
+        return b[rank], b[rank + 1]
+
+    def count_of(self, n_in: int, n_out: int, n: int) -> int:
+        """The S that a rank's buffers of ``n_in`` and ``n_out`` elements say (the whole one,
+        or N of an equal block)."""
+        if self.equal_blocks:
+            return n * (n_in if self.input is Part.BLOCK else n_out)
+        return n_out if self.input is Part.BLOCK else n_in
+
+    def count_of_inputs(self, sizes: Sequence[int], root: int = 0) -> int:
+        """The S of every rank's input, as :func:`reference` takes them (``sizes[r]``; the
+        barrier reads none)."""
+        if self.input is Part.NONE:
+            return 0
+        if self.input is Part.BLOCK:
+            return sum(sizes)
+        return sizes[root] if self.root_only == "input" else sizes[0]
+
+    def holds_result(self, rank: int, root: int = 0) -> bool:
+        """Whether ``rank``'s result is specified (not a reduce's or a gather's non-root)."""
+        return not self.rooted_result or rank == root
+
+
+#: Every collective's layout (the module table).
+LAYOUTS: dict[Collective, Layout] = {
+    Collective.ALL_REDUCE: Layout(Part.WHOLE, Part.SAME),
+    Collective.BROADCAST: Layout(Part.WHOLE, Part.SAME),
+    Collective.REDUCE: Layout(Part.WHOLE, Part.SAME, rooted_result=True),
+    Collective.REDUCE_SCATTER: Layout(Part.WHOLE, Part.BLOCK, separate=True),
+    Collective.ALL_GATHER: Layout(Part.BLOCK, Part.WHOLE),
+    Collective.ALL_TO_ALL: Layout(Part.WHOLE, Part.COLUMN, separate=True),
+    Collective.GATHER: Layout(Part.BLOCK, Part.WHOLE, "output", equal_blocks=True,
+                              rooted_result=True),
+    Collective.SCATTER: Layout(Part.WHOLE, Part.BLOCK, "input", equal_blocks=True),
+    Collective.BARRIER: Layout(Part.NONE, Part.SAME),
+}
 
 
 @dataclass(frozen=True)

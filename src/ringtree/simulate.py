@@ -91,11 +91,7 @@ def layout_size(s: Schedule, inputs: list[np.ndarray], splits: Splits | None = N
     n, col = s.n_ranks, s.collective
     if col is Collective.ALL_TO_ALL:
         return splits or Splits.of([block_sizes(int(x.size), n) for x in inputs])
-    if col in (Collective.ALL_GATHER, Collective.GATHER):
-        return sum(int(x.size) for x in inputs)
-    if col is Collective.SCATTER:
-        return int(inputs[s.root or 0].size)
-    return 0 if col is Collective.BARRIER else int(inputs[0].size)
+    return col.layout.count_of_inputs([int(x.size) for x in inputs], s.root or 0)
 
 
 def simulate(
@@ -144,7 +140,7 @@ def simulate(
                 op.apply(view, data)
     out: list[np.ndarray | None] = []
     for r in range(n):
-        if col in (Collective.REDUCE, Collective.GATHER) and r != s.root:
+        if not col.layout.holds_result(r, s.root or 0):
             out.append(None)
             continue
         parts = [buffers[r][bounds[c] : bounds[c + 1]] for c in s.output_chunks(r)]

@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from ringtree.bench.specs import Spec, spec_for
-from ringtree.collectives import Collective, ReduceOp, block_bounds
+from ringtree.collectives import ReduceOp
 from ringtree.procs.native import NativeEngine, call_buffers
+from ringtree.procs.native_calls import native_call
 from ringtree.runtime import api
 
 NATIVE = "native"
@@ -71,13 +72,9 @@ def make_cell(engine: NativeEngine, cfg: dict[str, Any], cell: dict[str, Any]) -
     count = spec.count(int(cell["size_bytes"]), np.dtype(dtype).itemsize, n)
     values = spec.input_values(count, dtype, op, rank, n)
     expected = spec.expected(count, dtype, op, int(cfg["root"]), rank, n)
-    y: np.ndarray | None = None
-    if col is Collective.ALL_GATHER:
-        y = np.empty(count, dtype=values.dtype)
-        b = block_bounds(count, n)
-        x = y[b[rank] : b[rank + 1]] if cfg.get("in_place") else values.copy()
-    else:
-        x, y = call_buffers(col, values.copy(), count, n, rank, int(cfg["root"]))
+    x, y = call_buffers(col, values.copy(), count, n, rank, int(cfg["root"]))
+    if cfg.get("in_place") and col.layout.own_block_in_output:  # the input: its block of y
+        x = y[slice(*col.layout.span(count, n, rank))]
     algs = [(str(a), None if c is None else int(c)) for a, c in cell["algorithms"]]
     return Cell(
         spec,
@@ -105,7 +102,7 @@ class Driver:
         """Untimed: poison the output, restore an input the last call overwrote."""
         if c.out_np is not None:
             c.out_np.fill(POISON)
-        if c.spec.collective is Collective.ALL_GATHER or c.out_np is None:
+        if c.out_np is None or c.spec.collective.layout.own_block_in_output:
             np.copyto(c.in_np, c.values)
 
     def call(self, c: Cell, j: int) -> None:
@@ -113,8 +110,7 @@ class Driver:
         name, n_chunks = c.algorithms[j]
         e = self.engine
         if name == NATIVE:
-            native = c.spec.native_gloo if e.backend == "gloo" else c.spec.native_mpi
-            native(e, c.inbuf, c.outbuf, self.op, self.root)
+            native_call(c.spec.collective, e.backend)(e, c.inbuf, c.outbuf, self.op, self.root)
             return
         api.collective(c.spec.collective, c.inbuf, c.outbuf, self.op, self.root, self.transport,
                        algorithm=name, timeout=self.cfg["timeout_s"], check=False,

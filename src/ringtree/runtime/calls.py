@@ -2,9 +2,10 @@
 
 A call's *shape* (collective, element counts, dtypes, buffer kind, op, root, algorithm and
 tuning options) decides everything but the data: the algorithm ``auto`` picks, the schedule,
-this rank's compiled program and its tape. So the first call of a shape on a group validates
-the call, resolves the algorithm, compiles the program, logs the decision (RINGTREE_DEBUG=INFO)
-and keeps the result as a :class:`CallPlan` in the group; later calls of the shape find it
+this rank's compiled program and its tape (the executor's order of operations, built beside
+it). So the first call of a shape on a group validates the call, resolves the algorithm,
+compiles the program and its tape, logs the decision (RINGTREE_DEBUG=INFO) and keeps the
+result as a :class:`CallPlan` in the group; later calls of the shape find it
 (~10 us from the call to its first message). With mismatch detection at its default, that
 first call is also the one that exchanges the call's fingerprint (:mod:`fingerprint`): every
 rank decides it when the call is made, in call order, so they agree.
@@ -27,9 +28,9 @@ from functools import lru_cache
 from typing import Any, NoReturn
 
 from ringtree.algorithms import build
-from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
+from ringtree.collectives import Collective, Part, ReduceOp, Splits
 from ringtree.errors import RingtreeError
-from ringtree.events import CallRecord
+from ringtree.events import CallRecord, Recorder
 from ringtree.runtime import auto, buffers, fingerprint, log
 from ringtree.runtime.errors import MismatchError, PeerError
 from ringtree.runtime.executor import Context, execute
@@ -37,10 +38,13 @@ from ringtree.runtime.groups import Group
 from ringtree.runtime.kernels import check_dtype, dtype_name, kernels_for
 from ringtree.runtime.options import AUTO, Options
 from ringtree.runtime.program import Program, compile_program
+from ringtree.runtime.tape import Instruction, compile_tape
 from ringtree.schedule import Schedule, Size
 
 #: An all-to-all's split sizes as one rank gives them, in elements: (sent, received).
 RankSplits = tuple[tuple[int, ...], tuple[int, ...]]
+#: The collectives whose output may not overlap their input, nor be it (their layouts').
+SEPARATE_OUTPUT = frozenset(c for c in Collective if c.layout.separate)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,13 @@ class CallPlan:
     program: Program
     signature: fingerprint.CallSignature
     label: str
+    tag: int
+    #: where this rank's input goes in its output, when the input is its block of the
+    #: output (all-gather: copied there first; the program then runs on the output alone)
+    own: tuple[int, int] | None
+    #: the program's order of operations (:mod:`ringtree.runtime.tape`; None: a grouped
+    #: transport runs step by step)
+    tape: tuple[Instruction, ...] | None
 
 
 def resolve(
@@ -107,19 +118,18 @@ def call(
     the input), ``after()`` once the collective is done; ``splits``: an all-to-all's split
     sizes (elements this rank sends each rank, and receives from each). Returns the future
     of an async call."""
-    timeout_s = opts.timeout_s or group.settings.timeout_s
-    mode = opts.check or group.settings.check
     try:
         x = buffers.flat(inbuf, "input", group.kind, writable=outbuf is None)
         y = x if outbuf is None else buffers.flat(outbuf, "output", group.kind, writable=True)
         # checked on every call: the shape's plan says nothing of this call's buffers
         if col in SEPARATE_OUTPUT and buffers.overlap(x, y):
             raise RingtreeError(f"{col.value} output overlaps its input: pass separate buffers")
-        key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y),
-               buffers.numel(x), buffers.numel(y), y is x, op, root, opts.algorithm,
-               opts.n_chunks, opts.ranks_per_node, opts.slice_bytes, splits)
+        # the call's shape: a plain tuple of CALL_KEY's fields (see CALL_KEY)
+        key = (col, type(x), x.dtype, y.dtype, buffers.device(x), buffers.device(y), y is x,
+               op, root, opts.algorithm, opts.n_chunks, opts.ranks_per_node, opts.slice_bytes,
+               buffers.numel(x), buffers.numel(y), splits)
         # the shape whose first call is checked: split sizes are data (module doc)
-        shape = key if splits is None else (*key[:6], "splits", *key[8:-1])
+        shape = key if splits is None else key[:-_SIZES]
         try:
             plan = group.plans.get(key)
         except TypeError:  # an unhashable op object: plan every time
@@ -130,59 +140,91 @@ def call(
             if key is not None:
                 group.remember(key, plan)
         own = None  # all-gather: this rank's input, copied into its block of the output
-        if col is Collective.ALL_GATHER:
-            b = block_bounds(plan.count, group.size)
-            mine = y[b[group.rank] : b[group.rank + 1]]
-            if not buffers.same_memory(mine, x):  # else torch's in-place form
-                if buffers.overlap(x, y):
-                    raise RingtreeError(
-                        f"all-gather input overlaps the output but is not rank {group.rank}'s "
-                        "block of it: pass that block (in place) or a separate buffer"
-                    )
-                own = (mine, x)
-            x = y
+        if plan.own is not None:
+            own, x = _own_block(group, plan, x, y), y
         if new and shape is not None:
             group.see(shape)
     except RingtreeError as e:
         refuse(group, col, op, root, opts, e)
+    mode = opts.check or group.settings.check
     exchange = mode == "always" or (mode == "first" and new)
+    timeout_s = opts.timeout_s or group.settings.timeout_s
     recorder = opts.recorder
 
     def run() -> None:
         if exchange:
-            try:
-                fingerprint.exchange(group.transport, plan.signature, timeout_s)
-            except Exception:
-                group.plans.pop(key, None)  # every rank raises: all forget the shape
-                group.checked.discard(shape)
-                raise
+            _exchange(group, plan, key, shape, timeout_s)
         if before is not None:
             before()
         if own is not None:
             kernels_for(y).copy(*own)
-        marks: list[float] | None = None
         if recorder is not None:
-            marks, start, counted = [], recorder.clock(), group.transport.counters()
-        ctx = Context(
-            plan.label,
-            timeout_s,
-            marks,
-            recorder if recorder is not None and recorder.messages else None,
-        )
-        execute(plan.program, group.transport, kernels_for(x), plan.op or ReduceOp.SUM, x, y,
-                group.size, ctx)
-        if recorder is not None:
-            sent, received, messages = (
-                a - b for a, b in zip(group.transport.counters(), counted, strict=True)
-            )
-            recorder.calls.append(CallRecord(
-                group.rank, group.size, col.value, plan.algorithm, plan.n_chunks, plan.count,
-                plan.itemsize, sent, received, messages, start, recorder.clock(), tuple(marks),
-            ))
+            _recorded(group, plan, x, y, timeout_s, recorder)
+        else:
+            execute(plan.program, group.transport, kernels_for(x), plan.op or ReduceOp.SUM, x,
+                    y, group.size, Context(plan.label, timeout_s, None, None, plan.tag),
+                    plan.tape)
         if after is not None:
             after()
 
     return group.submit(buffers.on_caller_stream(x, run), async_op)
+
+
+#: The fields of a call's key, in order: its shape, the plan cache's key (:func:`call`). A
+#: plain tuple: a NamedTuple of these fields cost ~0.45 us more per call (docs/engine.md).
+CALL_KEY = ("collective", "buffer type", "input dtype", "output dtype", "input device",
+            "output device", "in place", "op", "root", "algorithm", "n_chunks",
+            "ranks_per_node", "slice_bytes", "input elements", "output elements", "splits")
+#: The key's last fields, its sizes: what the shape of a call with split sizes leaves out.
+_SIZES = 3
+
+
+def _own_block(group: Group, plan: CallPlan, x: Any, y: Any) -> tuple[Any, Any] | None:
+    """``(block, input)``: this rank's block of the output and the input to copy into it
+    (None: the input is that block, torch's in-place form). RingtreeError when the input
+    overlaps the output elsewhere."""
+    mine = y[plan.own[0] : plan.own[1]]
+    if buffers.same_memory(mine, x):
+        return None
+    if buffers.overlap(x, y):
+        raise RingtreeError(
+            f"all-gather input overlaps the output but is not rank {group.rank}'s block of "
+            "it: pass that block (in place) or a separate buffer"
+        )
+    return mine, x
+
+
+def _exchange(group: Group, plan: CallPlan, key: tuple | None, shape: tuple | None,
+              timeout_s: float) -> None:
+    """The fingerprint exchange of the call (:mod:`fingerprint`); if it fails (on every
+    rank alike), every rank forgets the shape, so that its next call checks again."""
+    try:
+        fingerprint.exchange(group.transport, plan.signature, timeout_s)
+    except Exception:
+        group.plans.pop(key, None)
+        group.checked.discard(shape)
+        raise
+
+
+def _recorded(group: Group, plan: CallPlan, x: Any, y: Any, timeout_s: float,
+              recorder: Recorder) -> None:
+    """Execute the call and note it in ``recorder``: a CallRecord with the bytes and
+    messages the transport counted and when each step was done (and, if it records
+    messages, a TraceEvent per message)."""
+    transport = group.transport
+    marks: list[float] = []
+    start, counted = recorder.clock(), transport.counters()
+    ctx = Context(plan.label, timeout_s, marks, recorder if recorder.messages else None,
+                  plan.tag)
+    execute(plan.program, transport, kernels_for(x), plan.op or ReduceOp.SUM, x, y,
+            group.size, ctx, plan.tape)
+    sent, received, messages = (a - b for a, b in zip(transport.counters(), counted,
+                                                      strict=True))
+    recorder.calls.append(CallRecord(
+        group.rank, group.size, plan.collective.value, plan.algorithm, plan.n_chunks,
+        plan.count, plan.itemsize, sent, received, messages, start, recorder.clock(),
+        tuple(marks),
+    ))
 
 
 def make_plan(
@@ -209,7 +251,9 @@ def make_plan(
             f"not know: with split sizes use {DIRECT} or pairwise (or auto), or give no split sizes"
         )
     slice_bytes = opts.slice_bytes or group.settings.slice_bytes
-    in_place = y is x or col is Collective.ALL_GATHER
+    lay = col.layout
+    own = lay.span(count, group.size, group.rank) if lay.own_block_in_output else None
+    in_place = y is x or own is not None
     prog = compile_program(s, group.rank, size, itemsize, in_place=in_place,
                            slice_bytes=slice_bytes,
                            in_place_min_bytes=group.transport.in_place_from())
@@ -219,7 +263,8 @@ def make_plan(
         splits=None if splits is None else (*splits[0], *splits[1]),
     )
     plan = CallPlan(col, name, chunks, count, itemsize, rop, root, s, prog, sig,
-                    f"{col.value} ({name})")
+                    f"{col.value} ({name})", group.transport.message_tag(sig.digest()), own,
+                    None if group.transport.grouped else compile_tape(prog))
     if log.info_enabled():
         log.info(group.global_rank, describe(group, plan, opts, slice_bytes))
     return plan
@@ -293,9 +338,9 @@ def validate(
     col: Collective, x: Any, y: Any, op: ReduceOp | None, root: int, n: int, rank: int,
     splits: RankSplits | None = None,
 ) -> Size:
-    """Check the call's buffers; return the payload of the layout: the element count of the
-    full layout (gather, scatter: N x one rank's block), one rank's input (all-to-all), or an
-    all-to-all's Splits as this rank knows them."""
+    """Check the call's buffers against the collective's :class:`Layout`; return the
+    payload: the layout's element count S, or an all-to-all's Splits as this rank knows
+    them."""
     check_dtype(dtype_name(x), op)
     if y is not x and dtype_name(y) != dtype_name(x):
         raise RingtreeError(
@@ -306,51 +351,38 @@ def validate(
         raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
     if col.has_root and not 0 <= root < n:
         raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
-    if col is Collective.ALL_TO_ALL:
-        return _all_to_all_size(x, y, n, rank, splits)
-    if col in (Collective.GATHER, Collective.SCATTER):
-        block = buffers.numel(x if col is Collective.GATHER else y)
-        whole = buffers.numel(y if col is Collective.GATHER else x)
-        if rank == root and whole != n * block:
-            what = "gather_list" if col is Collective.GATHER else "scatter_list"
-            raise RingtreeError(
-                f"{what} holds {whole} elements: expected {n} tensors of {block} elements "
-                f"(one per rank, each the size of this rank's tensor)"
-            )
-        return n * block
-    if col is Collective.REDUCE_SCATTER:
-        count, mine, what = buffers.numel(x), buffers.numel(y), "reduce-scatter output"
-    elif col is Collective.ALL_GATHER:
-        count, mine, what = buffers.numel(y), buffers.numel(x), "all-gather input"
-    else:
-        return buffers.numel(x)
-    b = block_bounds(count, n)
-    want = b[rank + 1] - b[rank]
-    if mine != want:
-        whole = "input" if col is Collective.REDUCE_SCATTER else "output"
-        raise RingtreeError(
-            f"{what} has {mine} elements; rank {rank}'s block of the {count}-element {whole} "
-            f"over {n} ranks has {want} (np.array_split blocks)"
-        )
+    if splits is not None:
+        return _all_to_all_splits(x, y, n, rank, splits)
+    lay = col.layout
+    n_in, n_out = buffers.numel(x), buffers.numel(y)
+    count = lay.count_of(n_in, n_out, n)
+    for side, got, want in (("input", n_in, lay.input_elems(count, n, rank, root)),
+                            ("output", n_out, lay.output_elems(count, n, rank, root))):
+        if want is not None and got != want:
+            raise RingtreeError(_wrong_size(col, side, got, want, count, n, rank))
     return count
 
 
-#: The collectives whose output may not overlap their input, nor be it.
-SEPARATE_OUTPUT = frozenset((Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL))
+def _wrong_size(col: Collective, side: str, got: int, want: int, count: int, n: int,
+                rank: int) -> str:
+    """Why a buffer of ``got`` elements is not the ``want`` that the layout of ``count``
+    asks for on ``rank``."""
+    part = col.layout.input if side == "input" else col.layout.output
+    if part is Part.COLUMN:
+        return (f"{col.value} {side} has {got} elements: an input of {count} cut in {n} blocks "
+                f"(np.array_split) brings rank {rank} {n} x {want // n} = {want} (give "
+                "output_split_sizes and input_split_sizes for other blocks)")
+    if part is Part.WHOLE:  # the root's list (gather_list, scatter_list)
+        return (f"{col.value}_list holds {got} elements: expected {n} tensors of {want // n} "
+                "elements (one per rank, each the size of this rank's tensor)")
+    whole = "output" if side == "input" else "input"
+    return (f"{col.value} {side} has {got} elements; rank {rank}'s block of the {count}-element "
+            f"{whole} over {n} ranks has {want} (np.array_split blocks)")
 
 
-def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | None) -> Size:
-    """One rank's input count (no split sizes), or its Splits (its row and column)."""
+def _all_to_all_splits(x: Any, y: Any, n: int, rank: int, splits: RankSplits) -> Splits:
+    """An all-to-all's Splits as this rank knows them (its row and column), checked."""
     count, got = buffers.numel(x), buffers.numel(y)
-    if splits is None:
-        want = n * block_sizes(count, n)[rank]
-        if got != want:
-            raise RingtreeError(
-                f"all-to-all output has {got} elements: an input of {count} cut in {n} "
-                f"blocks (np.array_split) brings rank {rank} {n} x {want // n} = {want} "
-                "(give output_split_sizes and input_split_sizes for other blocks)"
-            )
-        return count
     sent, received = splits
     for what, sizes, total, side in (("input", sent, count, "sends"),
                                      ("output", received, got, "receives")):

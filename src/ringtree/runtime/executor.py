@@ -33,7 +33,7 @@ from ringtree.collectives import ReduceOp
 from ringtree.events import Recorder, TraceEvent
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.program import Program
-from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, WAIT
+from ringtree.runtime.tape import COPY, LOCAL, RECV, REDUCE, SEND, WAIT, Instruction, compile_tape
 from ringtree.runtime.transport import Transport, TransportClosed, TransportTimeout
 
 
@@ -45,12 +45,15 @@ class Context:
     filled with one time (perf_counter) per step: when this rank had applied the step's last
     message (a step it receives nothing in counts as done with the step before).
     recorder: if given, receives a TraceEvent per send, receive and reduce (module doc).
+    tag: the tag of the call's messages (:meth:`Transport.message_tag`; None: the
+    transport's own).
     """
 
     label: str
     timeout_s: float
     step_done_s: list[float] | None = field(default=None)
     recorder: Recorder | None = field(default=None)
+    tag: int | None = field(default=None)
 
 
 def execute(
@@ -62,8 +65,11 @@ def execute(
     outbuf: Any,
     n_ranks: int,
     ctx: Context,
+    tape: tuple[Instruction, ...] | None = None,
 ) -> None:
-    """Run ``prog`` on ``inbuf`` (and ``outbuf``: the same buffer for in-place collectives).
+    """Run ``prog`` on ``inbuf`` (and ``outbuf``: the same buffer for in-place collectives);
+    ``tape``: the program's order of operations (:func:`~ringtree.runtime.tape.compile_tape`,
+    worked out here when not given), replayed unless the transport is grouped.
 
     Afterwards the rank's result regions of ``outbuf`` hold the collective's result (the AVG
     division included). Raises PeerError when a peer fails; the group is then unusable.
@@ -78,7 +84,8 @@ def execute(
         for (sb, slo, shi), (db, dlo, dhi) in prog.untouched:  # never moved: copied over
             kernels.copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
     else:  # the tape copies them while the first messages fly
-        _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx)
+        _run_pipelined(prog, compile_tape(prog) if tape is None else tape, transport, kernels,
+                       op, bufs, deadline, ctx)
     if op is ReduceOp.AVG:
         for b, lo, hi in prog.result:
             kernels.finish(op, bufs[b][lo:hi], n_ranks)
@@ -103,14 +110,15 @@ def _scratch(transport: Transport, kernels: Any, like: Any, n: int) -> Any:
     return buf[:n]
 
 
-def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  # noqa: ANN001
-    """Replay ``prog.tape`` (:mod:`ringtree.runtime.tape`): the hot loop of every call, so
-    waits are inlined (each bounded by ``deadline``, a ``time.perf_counter`` value)."""
+def _run_pipelined(prog, tape, transport, kernels, op, bufs, deadline, ctx) -> None:  # noqa: ANN001
+    """Replay ``tape``, ``prog``'s order of operations (:mod:`ringtree.runtime.tape`): the
+    hot loop of every call, so waits are inlined (each bounded by ``deadline``, a
+    ``time.perf_counter`` value)."""
     s_req: list[Any] = [None] * len(prog.sends)
     r_req: list[Any] = [None] * len(prog.recvs)
     send, recv, reduce, copy = transport.send, transport.recv, kernels.reduce, kernels.copy
     twait, time_s = transport.wait, time.perf_counter
-    marks, rec = ctx.step_done_s, ctx.recorder
+    marks, rec, tag = ctx.step_done_s, ctx.recorder, ctx.tag
     if rec is not None:
         parts_s, parts_r = _parts(prog)
         r_posted_at = [0.0] * len(prog.recvs)
@@ -120,19 +128,19 @@ def _run_pipelined(prog, transport, kernels, op, bufs, deadline, ctx) -> None:  
             nbytes = transport.nbytes(bufs[loc[0]][loc[1] : loc[2]])
             _record(rec, prog, kind, o, nbytes, start)
 
-    for ins in prog.tape:
+    for ins in tape:
         code = ins[0]
         if code == RECV:
             _, i, b, lo, hi, peer = ins
             if rec is not None:
                 r_posted_at[i] = clock()
-            r_req[i] = recv(bufs[b][lo:hi], peer)
+            r_req[i] = recv(bufs[b][lo:hi], peer, tag)
         elif code == SEND:
             _, i, b, lo, hi, peer, packs = ins
             start = clock() if rec is not None else 0.0
             for db, dlo, dhi, sb, slo, shi in packs:
                 copy(bufs[db][dlo:dhi], bufs[sb][slo:shi])
-            s_req[i] = send(bufs[b][lo:hi], peer)
+            s_req[i] = send(bufs[b][lo:hi], peer, tag)
             if rec is not None:
                 for j in parts_s[i]:
                     event("send", prog.sends[j], prog.sends[j].loc, start)
@@ -190,9 +198,8 @@ def _run_grouped(prog, transport, kernels, op, bufs, wait, ctx) -> None:  # noqa
         rcv_posts = [ro for ro in rcv if ro.post is not None]
         for so in snd:
             _pack(so, kernels, view)
-        reqs = transport.exchange(
-            [(view(so.post), so.peer) for so in snd], [(view(ro.post), ro.peer) for ro in rcv_posts]
-        )
+        reqs = transport.exchange([(view(so.post), so.peer) for so in snd],
+                                  [(view(ro.post), ro.peer) for ro in rcv_posts], ctx.tag)
         peer = rcv[0].peer if rcv else snd[0].peer  # coalesced requests: name one peer
         for req in reqs:
             wait(req, peer, k, not rcv)

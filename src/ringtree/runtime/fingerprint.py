@@ -19,8 +19,10 @@ By default the exchange runs on the first call of each call shape on a group (th
 program uses are few, so its cost is paid once; later calls of a known shape skip it);
 ``check="always"`` (RINGTREE_CHECK=always) exchanges on every call, like
 TORCH_DISTRIBUTED_DEBUG=DETAIL; ``check=False`` never. A mismatch on a shape some ranks have
-already used (their call skips the exchange while another's makes it) is caught by the
-timeout instead: a PeerError on every rank.
+already used (their call skips the exchange while another's makes it, or none makes it) is
+caught by the timeout instead, a PeerError on every rank: a call's data messages carry a tag
+of its shape (:meth:`CallSignature.digest`), so they never meet another shape's receives
+(except on NCCL, whose point-to-point has no tags).
 """
 
 from __future__ import annotations
@@ -85,6 +87,13 @@ class CallSignature:
             0 if self.splits is None else 1,
             1 if self.valid else 0,
         ]
+
+    def digest(self) -> int:
+        """A 32-bit digest of the call's shape, the same on every rank that makes the same
+        call (the fields of :meth:`encode` but the last; split sizes are data): the tag of
+        its data messages, :meth:`Transport.message_tag
+        <ringtree.runtime.transport.Transport.message_tag>`."""
+        return zlib.crc32(np.array(self.encode()[:-1], dtype=np.int64).tobytes())
 
 
 def _crc(text: str) -> int:

@@ -5,7 +5,7 @@ tensors of the dtypes in NUMPY_VIEWABLE reach the engine as numpy views of their
 API makes them, :func:`ringtree.runtime.buffers.flat`), so they are reduced by numpy: its ufuncs
 are single-threaded and release the GIL, whereas torch's intra-op thread pool spins its
 workers after each parallel region and steals the cores that the engine's I/O threads and
-the other ranks need (measured: 2-3x slower collectives on 2 cores).
+the other ranks need (docs/engine.md, "Measurements behind the engine's shape").
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """In-process transport: N ranks as N threads of one process, for tests and teaching.
 
-A message is copied once, straight from the sender's view into the receiver's view, by
-whichever of the two posts second (a rendezvous, like gloo and MPI's large messages): so a
-send completes only once its receiver has posted, exactly the behaviour the executor must
-survive on real engines. A rank that fails marks the world, and every rank waiting on it
-fails within a fraction of a second instead of hanging.
+A message (matched by sender, receiver and tag) is copied once, straight from the sender's
+view into the receiver's view, by whichever of the two posts second (a rendezvous, like gloo
+and MPI's large messages): so a send completes only once its receiver has posted, exactly
+the behaviour the executor must survive on real engines. A rank that fails marks the world,
+and every rank waiting on it fails within a fraction of a second instead of hanging.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
+from ringtree.collectives import Collective, Part, ReduceOp, Splits
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
 
 _POLL_S = 0.05
@@ -38,8 +38,8 @@ class LocalWorld:
     def __init__(self, size: int) -> None:
         self.size = size
         self._lock = threading.Lock()
-        self._sends: dict[tuple[int, int], deque] = {}
-        self._recvs: dict[tuple[int, int], deque] = {}
+        self._sends: dict[tuple[int, int, int], deque] = {}
+        self._recvs: dict[tuple[int, int, int], deque] = {}
         self.failed: dict[int, str] = {}
         self._control: LocalWorld | None = None
 
@@ -60,9 +60,9 @@ class LocalWorld:
         with self._lock:
             self.failed.setdefault(rank, why)
 
-    def post(self, src: int, dst: int, buf: Buffer, sending: bool) -> _Request:
+    def post(self, src: int, dst: int, buf: Buffer, sending: bool, tag: int = 0) -> _Request:
         req = _Request(dst if sending else src)
-        key = (src, dst)
+        key = (src, dst, tag)
         with self._lock:
             mine = (self._sends if sending else self._recvs).setdefault(key, deque())
             theirs = (self._recvs if sending else self._sends).setdefault(key, deque())
@@ -107,11 +107,11 @@ class LocalTransport(Transport):
             self._control = self.world.control().transport(self.rank)
         return self._control
 
-    def _send(self, buf: Buffer, peer: int) -> _Request:
-        return self.world.post(self.rank, peer, buf, sending=True)
+    def _send(self, buf: Buffer, peer: int, tag: int) -> _Request:
+        return self.world.post(self.rank, peer, buf, True, tag)
 
-    def _recv(self, buf: Buffer, peer: int) -> _Request:
-        return self.world.post(peer, self.rank, buf, sending=False)
+    def _recv(self, buf: Buffer, peer: int, tag: int) -> _Request:
+        return self.world.post(peer, self.rank, buf, False, tag)
 
     def wait(self, req: _Request, timeout_s: float) -> None:
         """Wait for ``req``; a failed peer raises TransportClosed within ``_POLL_S`` s."""
@@ -176,57 +176,25 @@ def run_local(
     from ringtree.runtime import api
 
     col = Collective.parse(collective)
-    n = len(inputs)
-    total = sum(x.size for x in inputs)
+    lay, n = col.layout, len(inputs)
+    count = lay.count_of_inputs([x.size for x in inputs], root)
+    kw: dict[str, Any] = {"algorithm": algorithm, "timeout": timeout_s, "n_chunks": n_chunks,
+                          "ranks_per_node": ranks_per_node, "slice_bytes": slice_bytes}
 
     def body(t: LocalTransport) -> np.ndarray | None:
         r = t.rank
         x = np.array(inputs[r], copy=True).reshape(-1)
-        kw: dict[str, Any] = {
-            "algorithm": algorithm,
-            "group": t,
-            "timeout": timeout_s,
-            "n_chunks": n_chunks,
-            "ranks_per_node": ranks_per_node,
-            "slice_bytes": slice_bytes,
-        }
-        if col is Collective.ALL_REDUCE:
-            api.all_reduce(x, op=op, **kw)
-            return x
-        if col is Collective.BROADCAST:
-            api.broadcast(x, src=root, **kw)
-            return x
-        if col is Collective.REDUCE:
-            api.reduce(x, dst=root, op=op, **kw)
-            return x if r == root else None
-        if col is Collective.REDUCE_SCATTER:
-            b = block_bounds(x.size, n)
-            out = np.empty(b[r + 1] - b[r], dtype=x.dtype)
-            api.reduce_scatter(out, x, op=op, **kw)
+        if splits is not None:  # an all-to-all's blocks of any size
+            out = np.empty(sum(splits.received(r)), dtype=x.dtype)
+            api.all_to_all_single(out, x, list(splits.received(r)), list(splits.sent(r)),
+                                  group=t, **kw)
             return out
-        if col is Collective.ALL_TO_ALL:
-            if splits is None:
-                out = np.empty(n * block_sizes(x.size, n)[r], dtype=x.dtype)
-                api.all_to_all_single(out, x, **kw)
-            else:
-                out = np.empty(sum(splits.received(r)), dtype=x.dtype)
-                api.all_to_all_single(out, x, list(splits.received(r)), list(splits.sent(r)),
-                                      **kw)
-            return out
-        if col is Collective.GATHER:
-            parts = [np.empty(x.size, dtype=x.dtype) for _ in range(n)] if r == root else None
-            api.gather(x, parts, dst=root, **kw)
-            return np.concatenate(parts) if parts is not None else None
-        if col is Collective.SCATTER:
-            size = inputs[root].size // n
-            out = np.empty(size, dtype=x.dtype)
-            api.scatter(out, list(x.reshape(n, size)) if r == root else None, src=root, **kw)
-            return out
-        if col is Collective.BARRIER:
-            api.barrier(**kw)
-            return x[:0]
-        out = np.empty(block_bounds(total, n)[-1], dtype=x.dtype)
-        api.all_gather(out, x, **kw)
-        return out
+        size = lay.output_elems(count, n, r, root)
+        out = None if size is None else np.empty(size, dtype=x.dtype)
+        api.collective(col, x, out, op, root, t, **kw)
+        if not lay.holds_result(r, root):
+            return None
+        result = x if out is None else out
+        return result[:0] if lay.input is Part.NONE else result  # the barrier holds nothing
 
     return run_ranks(n, body)

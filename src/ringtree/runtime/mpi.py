@@ -17,7 +17,8 @@ import numpy as np
 
 from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 
-#: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
+#: Tag of messages posted without one; a call's data messages carry its shape's tag
+#: (:meth:`MpiTransport.message_tag`), never CONTROL_TAG.
 TAG = 0x5254
 #: Tag of fingerprint exchanges: MPI matches messages by source, tag and communicator, so
 #: control messages never meet data ones, and no collective call is needed to set them up.
@@ -52,6 +53,8 @@ class MpiTransport(Transport):
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.tag = tag
         self._control = control
+        # the largest tag this MPI takes (MPI_TAG_UB: at least 32767 by the standard)
+        self._tags = int(self.comm.Get_attr(MPI.TAG_UB) or 32767)
         super().__init__(self.comm.Get_rank(), self.comm.Get_size())
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS")
         sharing = int(local) if local else self.size
@@ -67,11 +70,16 @@ class MpiTransport(Transport):
         """The control channel (see :meth:`open`), else this transport."""
         return self._control or self
 
-    def _send(self, buf: Buffer, peer: int) -> Any:
-        return self.comm.Isend([_bytes_view(buf), self._MPI.BYTE], dest=peer, tag=self.tag)
+    def message_tag(self, shape: int) -> int:
+        """A tag per call shape, from 0 to MPI_TAG_UB, never CONTROL_TAG."""
+        tag = shape % self._tags
+        return tag + 1 if tag >= CONTROL_TAG else tag
 
-    def _recv(self, buf: Buffer, peer: int) -> Any:
-        return self.comm.Irecv([_bytes_view(buf), self._MPI.BYTE], source=peer, tag=self.tag)
+    def _send(self, buf: Buffer, peer: int, tag: int) -> Any:
+        return self.comm.Isend([_bytes_view(buf), self._MPI.BYTE], dest=peer, tag=tag)
+
+    def _recv(self, buf: Buffer, peer: int, tag: int) -> Any:
+        return self.comm.Irecv([_bytes_view(buf), self._MPI.BYTE], source=peer, tag=tag)
 
     def wait(self, req: Any, timeout_s: float) -> None:
         """Poll ``req.Test()`` (which drives MPI's progress) until done: spinning for the

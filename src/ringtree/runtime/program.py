@@ -19,9 +19,8 @@ Where data lives (no copy where none is needed):
   read the old value are done), so such a message's landing slot is free once applied, and
   these messages take turns in RING_SLOTS slots (a message is posted into a slot once the
   one before it there is applied). The landing memory stays in cache and nothing is copied
-  out: on 4 gloo ranks on 2 cores the reductions of a 64 MiB all-reduce took half the time
-  (27 ms of 4 ranks' time per call instead of 54), the call 5-8 % less (medians of 3
-  interleaved runs, 15-20 calls each);
+  out, which halves the reductions' time (figures: docs/engine.md, "Measurements behind the
+  engine's shape");
 * a copy lands directly in the output view when it is the region's final write and no send
   still reads that view: for messages of IN_PLACE_MIN_BYTES and up, sends of earlier
   steps are waited for just before posting it, once a step after theirs is under way (so the
@@ -29,17 +28,12 @@ Where data lives (no copy where none is needed):
   step reading it, or an engine that posts a whole step at once (NCCL: threshold inf) --
   it lands in a scratch slot, posted early, and is copied out when final.
 
-Where chunks are: a rank's input and output buffers hold the chunks the schedule says it
-brings and must end with (:meth:`~ringtree.schedule.Schedule.input_chunks`,
-:meth:`~ringtree.schedule.Schedule.output_chunks`), side by side in that order -- the whole
-layout, a block, or an all-to-all's row and column; in place, the one buffer holds the whole
-layout. Regions are named by their place in the layout; a chunk's place in a buffer comes
-from that order.
+Where chunks are, and how they are cut into regions: :mod:`ringtree.runtime.regions`.
 
 Merging: in a step, the regions one rank sends another that are contiguous in the layout and
 move the same way (all reduced, or all copied) travel as one message of up to ``slice_bytes``
 -- recursive halving sends half the buffer as N/2 chunks, which would otherwise be N/2
-messages (each costs ~0.1-0.5 ms of hand-offs on a loaded machine). An all-to-all's blocks
+messages, each a round of thread hand-offs. An all-to-all's blocks
 for one peer lie apart by nature (Bruck's rounds send every other block), so there every
 region one rank sends another in a step joins the message, packed. Sender and receiver
 decide from the schedule and the sizes of the blocks they exchange alone, so they agree.
@@ -47,6 +41,12 @@ The first part of a message (its *lead*) posts it: the sender's parts are one vi
 lie side by side, else they are packed into a scratch slot first; the receiver's parts land
 side by side (consecutive scratch slots, or their final places when every part can land
 there and those follow each other) and are applied one by one.
+
+The compiler works in passes: :func:`step_operations` lists, per step, the region-sized
+sends and receives this rank makes (named records); a :class:`_Compiler` then follows each
+region's location through them, step by step -- the sends of a step (:meth:`_Compiler.send`),
+then where each received message lands (:meth:`_Compiler.receive`) -- taking scratch memory
+from :class:`Slots`; :func:`compile_program` drives them.
 
 Hazards are resolved statically: each send records how many receives must be applied before
 it may be posted; each receive records how many receives must be applied before it is posted
@@ -61,22 +61,17 @@ import bisect
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cached_property
+from typing import NamedTuple
 
 from ringtree.collectives import Collective
+from ringtree.runtime.regions import SCRATCH, Location, Region, Regions
 from ringtree.schedule import Action, Schedule, Size
-
-# Buffer ids in a location ``(buffer, start, stop)``.
-INPUT, OUTPUT, SCRATCH = 0, 1, 2
-Location = tuple[int, int, int]
 
 #: Default target size of one message; chunks larger than this are cut into slices. Each
 #: message costs ~80 us of CPU through torch's point-to-point (Python, the c10d work, gloo's
 #: ready-to-receive notice), while loopback moves 4 MiB in ~3 ms: measured on 2 cores, 512 KiB
 #: slices were 10-30 % slower than 4 MiB ones (CPU-bound: little to overlap, much to pay).
 DEFAULT_SLICE_BYTES = 4 * 1024 * 1024
-#: At most this many slices per chunk (each message costs tens of microseconds in Python).
-MAX_SLICES = 16
 #: Landing slots an in-place all-reduce recycles for its reduced messages (see the module doc).
 RING_SLOTS = 4
 #: Messages from this size land in place over data sent in an earlier step, after that send,
@@ -140,7 +135,8 @@ class Program:
     ``untouched``: ``(from, to)`` locations of result regions no step writes, copied from
     the input to the output while the first messages fly (nothing when in place).
     ``result``: where every region the rank keeps ends (the AVG division runs over these).
-    ``out_elems``: the size the output buffer must have.
+    ``out_elems``: the size the output buffer must have. The executor's order of operations
+    is worked out from it once, beside it in the call plan (:mod:`ringtree.runtime.tape`).
     """
 
     rank: int
@@ -152,36 +148,6 @@ class Program:
     result: tuple[Location, ...]
     untouched: tuple[tuple[Location, Location], ...]
     out_elems: int
-
-    @cached_property
-    def tape(self) -> tuple[tuple, ...]:
-        """The pipelined executor's operations, in order (:mod:`ringtree.runtime.tape`)."""
-        from ringtree.runtime.tape import compile_tape
-
-        return compile_tape(self)
-
-
-def slice_bounds(lo: int, hi: int, itemsize: int, slice_bytes: int) -> list[tuple[int, int]]:
-    """Cut ``[lo, hi)`` into at most MAX_SLICES near-equal slices of about ``slice_bytes``."""
-    n = hi - lo
-    k = max(1, min(MAX_SLICES, (n * itemsize) // max(1, slice_bytes)))
-    base, extra = divmod(n, k)
-    out, start = [], lo
-    for j in range(k):
-        stop = start + base + (1 if j < extra else 0)
-        out.append((start, stop))
-        start = stop
-    return out
-
-
-def positions(bounds: list[int], chunks: list[int]) -> tuple[dict[int, int], int]:
-    """Where each of ``chunks`` starts in a buffer that holds them side by side, in this
-    order, and the buffer's size."""
-    at, out = 0, {}
-    for c in chunks:
-        out[c] = at
-        at += bounds[c + 1] - bounds[c]
-    return out, at
 
 
 def compile_program(
@@ -206,169 +172,224 @@ def compile_program(
     (NCCL) passes ``math.inf``; one on which a late-posted receive costs nothing, 0 (see
     :meth:`ringtree.runtime.transport.Transport.in_place_from`).
     """
-    bounds = s.chunk_bounds(count)
-    outputs = s.output_chunks(rank)
-    keep = set(outputs)
-    if in_place:  # one buffer of the whole layout
-        in_pos = out_pos = {c: bounds[c] for c in range(s.n_chunks)}
-        out_elems = bounds[-1]
-    else:
-        in_pos, _ = positions(bounds, s.input_chunks(rank))
-        out_pos, out_elems = positions(bounds, outputs)
-    slices = {c: slice_bounds(bounds[c], bounds[c + 1], itemsize, slice_bytes) for c in keep}
-
-    def regions(c: int) -> list[tuple[int, int]]:
-        if c not in slices:
-            slices[c] = slice_bounds(bounds[c], bounds[c + 1], itemsize, slice_bytes)
-        return slices[c]
-
-    def place(buffer: int, pos: dict[int, int], c: int, r: tuple[int, int]) -> Location:
-        start = pos[c] + r[0] - bounds[c]
-        return (buffer, start, start + r[1] - r[0])
-
-    def home(c: int, r: tuple[int, int]) -> Location | None:  # where region r of chunk c ends
-        return place(INPUT if in_place else OUTPUT, out_pos, c, r) if c in out_pos else None
-
-    def now(c: int, r: tuple[int, int]) -> Location:  # where it is: its last landing, or input
-        return loc[r] if r in loc else place(INPUT, in_pos, c, r)
-
-    # Pass 1: this rank's operations in program order, per step (sends, then receives).
-    # per step: sends (peer, region, chunk, reduces?), receives (peer, region, reduces?, chunk)
-    steps: list[tuple[list[tuple[int, tuple[int, int], int, bool]],
-                      list[tuple[int, tuple[int, int], bool, int]]]] = []
-    last_write: dict[tuple[int, int], int] = {}
-    n_recv = 0
-    for step in s.steps:
-        snd, rcv = [], []
-        for t in step.transfers:
-            red = t.action is Action.REDUCE
-            if t.src == rank:
-                snd.extend((t.dst, r, t.chunk, red) for r in regions(t.chunk))
-            if t.dst == rank:
-                for r in regions(t.chunk):
-                    rcv.append((t.src, r, red, t.chunk))
-                    last_write[r] = n_recv
-                    n_recv += 1
-        steps.append((snd, rcv))
-
-    # Pass 2: follow each region's location and record hazards.
-    loc: dict[tuple[int, int], Location] = {}
-    readers: dict[Location, list[tuple[int, int]]] = {}  # location -> [(send index, step)]
-    written: dict[tuple[int, int], int] = {}  # region -> index of its latest applied write
-    sends: list[SendOp] = []
-    recvs: list[RecvOp] = []
-    scratch = 0
-    kept = {r for c in keep for r in slices[c]}
-    limit = max(1, slice_bytes // itemsize)
-    anywhere = s.collective is Collective.ALL_TO_ALL  # any regions for a peer merge (doc)
-
-    def new_slot(n: int) -> Location:
-        nonlocal scratch
-        slot = (SCRATCH, scratch, scratch + n)
-        scratch += n
-        return slot
-
+    regions = Regions(s, rank, count, itemsize, in_place=in_place, slice_bytes=slice_bytes)
+    steps, last_write = step_operations(s, rank, regions)
     # In-place all-reduce: big partial sums go straight to their place (the input is the
     # output), so big reduced messages land in RING_SLOTS recycled slots, in cache when reduced.
     ring = RING_SLOTS if in_place and s.collective is Collective.ALL_REDUCE else 0
+    limit = max(1, slice_bytes // itemsize)
+    ring_elems = 0
+    if ring:  # as big as any message: a slice or a region
+        widest = max(r[1] - r[0] for c in range(s.n_chunks) for r in regions.of(c))
+        ring_elems = max(min(limit, count), widest)
     threshold = IN_PLACE_MIN_BYTES if in_place_min_bytes is None else in_place_min_bytes
-    ring_slots: list[tuple[Location, int]] = []  # (slot, receives to apply before reuse)
-    r_steps: list[int] = []  # the step of each receive so far (ascending)
-    n_ring = 0
-    for k, (snd, rcv) in enumerate(steps):
-        base = len(sends)
-        s_lead = _leads([(peer, r, red) for peer, r, _, red in snd], limit, anywhere)
-        for j, (peer, r, chunk, _) in enumerate(snd):
-            where = now(chunk, r)
-            readers.setdefault(where, []).append((len(sends), k))
-            lead = base + s_lead[j]
-            post = where if lead == len(sends) else None
-            sends.append(SendOp(peer, k, chunk, where, written.get(r, -1) + 1, lead, post))
-        for j in sorted(set(s_lead)):
-            parts = [sends[base + q] for q in range(len(snd)) if s_lead[q] == j]
-            if len(parts) > 1:
-                sends[base + j] = _merged_send(parts, new_slot)
-        base = len(recvs)
-        r_lead = _leads([(peer, r, red) for peer, r, red, _ in rcv], limit, anywhere)
-        landing: dict[int, tuple[Location, Location | None, int, tuple[int, ...]]] = {}
-        for j, (peer, r, is_reduce, chunk) in enumerate(rcv):
-            if r_lead[j] == j:  # the first part of a message: where all its parts land
-                parts = [q for q in range(j, len(rcv)) if r_lead[q] == j]
-                finals = [last_write[rcv[q][1]] == base + q and rcv[q][1] in kept for q in parts]
-                dests = [home(rcv[q][3], rcv[q][1]) for q in parts]
-                dest_readers = [tuple(si for si, _ in readers.get(d, [])) if d else ()
-                                for d in dests]
-                # a big copy lands in place over data sent in an earlier step once that send
-                # is done (posted in a later step than the send's: no deadlock), and a big
-                # partial sum goes to its place once the sends that read it are; small ones
-                # are staged, so that nothing waits for a send early
-                nbytes = sum(rcv[q][1][1] - rcv[q][1][0] for q in parts) * itemsize
-                big = nbytes >= threshold
-                earlier = big and all(sends[si].step < k for dr in dest_readers for si in dr)
-                direct = (not is_reduce and all(finals) and _side_by_side(dests)
-                          and (earlier or not any(dest_readers)))
-                waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
-                recycled = ring and is_reduce and big
-                if recycled:
-                    if len(ring_slots) < ring:  # as big as any message: a slice or a region
-                        widest = max(r[1] - r[0] for c in range(s.n_chunks) for r in regions(c))
-                        ring_slots.append((new_slot(max(min(limit, count), widest)), 0))
-                    slot, free_at = ring_slots[n_ring % ring]
-                    ring_slots[n_ring % ring] = (slot, base + parts[-1] + 1)
-                    n_ring += 1
-                    at = slot[1]
-                for q, final, dest, dr in zip(parts, finals, dests, dest_readers, strict=True):
-                    r_q = rcv[q][1]
-                    n = r_q[1] - r_q[0]
-                    if direct:  # lands where it belongs: nothing to apply
-                        after = written.get(r_q, -1) + 1
-                        if waits:  # once a step after the last sender's is under way
-                            last = max(sends[si].step for si in waits)
-                            after = max(after, bisect.bisect_right(r_steps, last))
-                        landing[q] = (dest, None, after, ())
-                    elif recycled:  # a recycled slot; the sum goes to its place
-                        landing[q] = ((SCRATCH, at, at + n), dest, free_at, dr)
-                        at += n
-                    else:  # into a slot of its own; a final write goes on to its place
-                        land = new_slot(n)
-                        out = dest if final else (land if is_reduce else None)
-                        landing[q] = (land, out, 0, dr if final else ())
-            land, out, post_after, apply_sends = landing[j]
-            lead = base + r_lead[j]
-            post = None
-            if lead == base + j:
-                parts = [landing[q] for q in range(j, len(rcv)) if r_lead[q] == j]
-                post = (land[0], land[1], parts[-1][0][2])
-                post_after = max(p[2] for p in parts)
-            acc = now(chunk, r) if is_reduce else None
-            recvs.append(RecvOp(peer, k, chunk, land, is_reduce, acc, out, post_after,
-                                apply_sends, lead, post, waits if post else ()))
-            r_steps.append(k)
-            final = last_write[r] == base + j and r in kept
-            h = home(chunk, r)
-            loc[r] = h if h is not None and (final or (is_reduce and out == h)) else land
-            written[r] = base + j
-    result = tuple(place(INPUT if in_place else OUTPUT, out_pos, c, r)
-                   for c in outputs for r in slices[c])
-    untouched = () if in_place else tuple(
-        (place(INPUT, in_pos, c, r), place(OUTPUT, out_pos, c, r))
-        for c in outputs for r in slices[c] if r not in written
-    )
+    comp = _Compiler(regions, last_write, Slots(ring, ring_elems), limit,
+                     s.collective is Collective.ALL_TO_ALL, threshold)
+    for k, step in enumerate(steps):
+        comp.send(k, step.sends)
+        comp.receive(k, step.recvs)
     return Program(
-        rank=rank,
-        n_steps=len(s.steps),
-        phases=tuple(st.phase for st in s.steps),
-        sends=tuple(sends),
-        recvs=tuple(recvs),
-        scratch_elems=scratch,
-        result=result,
-        untouched=untouched,
-        out_elems=out_elems,
+        rank=rank, n_steps=len(s.steps), phases=tuple(st.phase for st in s.steps),
+        sends=tuple(comp.sends), recvs=tuple(comp.recvs), scratch_elems=comp.slots.elems,
+        result=regions.result(), untouched=regions.untouched(comp.written),
+        out_elems=regions.out_elems,
     )
+
+
+class StepSend(NamedTuple):
+    """One region this rank sends in a step."""
+
+    peer: int
+    region: Region
+    chunk: int
+    reduce: bool
+
+
+class StepRecv(NamedTuple):
+    """One region this rank receives in a step."""
+
+    peer: int
+    region: Region
+    chunk: int
+    reduce: bool
+
+
+@dataclass
+class Step:
+    """This rank's region-sized operations in one step, in program order."""
+
+    sends: list[StepSend]
+    recvs: list[StepRecv]
+
+
+def step_operations(s: Schedule, rank: int,
+                    regions: Regions) -> tuple[list[Step], dict[Region, int]]:
+    """Pass 1: ``rank``'s sends and receives in each step, one per region of each chunk it
+    transfers; and, per region, the index of the last receive that writes it."""
+    steps: list[Step] = []
+    last_write: dict[Region, int] = {}
+    n_recv = 0
+    for step in s.steps:
+        here = Step([], [])
+        for t in step.transfers:
+            red = t.action is Action.REDUCE
+            if t.src == rank:
+                here.sends.extend(StepSend(t.dst, r, t.chunk, red) for r in regions.of(t.chunk))
+            if t.dst == rank:
+                for r in regions.of(t.chunk):
+                    here.recvs.append(StepRecv(t.src, r, t.chunk, red))
+                    last_write[r] = n_recv
+                    n_recv += 1
+        steps.append(here)
+    return steps, last_write
+
+
+class Slots:
+    """Scratch memory: a fresh slot per staged landing or packed send, and the ``ring``
+    slots of ``ring_elems`` that an in-place all-reduce's big reduced messages take turns in
+    (a message is posted into a slot once the one before it there is applied)."""
+
+    def __init__(self, ring: int = 0, ring_elems: int = 0) -> None:
+        self.elems = 0
+        self.ring, self._ring_elems = ring, ring_elems
+        self._recycled: list[tuple[Location, int]] = []  # (slot, receives to apply first)
+        self._turn = 0
+
+    def new(self, n: int) -> Location:
+        """A slot of ``n`` elements of its own."""
+        slot = (SCRATCH, self.elems, self.elems + n)
+        self.elems += n
+        return slot
+
+    def recycle(self, free_after: int) -> tuple[int, int]:
+        """The next recycled slot for a message applied by receive ``free_after - 1``: its
+        start, and how many receives must be applied before it may be posted there."""
+        if len(self._recycled) < self.ring:
+            self._recycled.append((self.new(self._ring_elems), 0))
+        at = self._turn % self.ring
+        slot, free_at = self._recycled[at]
+        self._recycled[at] = (slot, free_after)
+        self._turn += 1
+        return slot[1], free_at
+
+
+class Landing(NamedTuple):
+    """Where one part of a received message lands and what follows: ``out`` (None: it
+    landed where it belongs), the receives to apply before posting, the sends to finish
+    before applying."""
+
+    land: Location
+    out: Location | None
+    post_after: int
+    apply_sends: tuple[int, ...]
+
+
+class _Compiler:
+    """Pass 2: follow each region's location through the steps and record the hazards
+    (module doc), one step at a time: its sends, then its receives."""
+
+    def __init__(self, regions: Regions, last_write: dict[Region, int], slots: Slots,
+                 limit: int, anywhere: bool, threshold: float) -> None:
+        self.regions, self.last_write, self.slots = regions, last_write, slots
+        self.limit, self.anywhere, self.threshold = limit, anywhere, threshold
+        self.loc: dict[Region, Location] = {}  # where a region is, once a message moved it
+        self.readers: dict[Location, list[tuple[int, int]]] = {}  # -> [(send index, step)]
+        self.written: dict[Region, int] = {}  # region -> index of its latest applied write
+        self.sends: list[SendOp] = []
+        self.recvs: list[RecvOp] = []
+        self.r_steps: list[int] = []  # the step of each receive so far (ascending)
+
+    def now(self, c: int, r: Region) -> Location:
+        """Where region ``r`` of chunk ``c`` is: its last landing, or the input."""
+        return self.loc[r] if r in self.loc else self.regions.start(c, r)
+
+    def send(self, k: int, ops: list[StepSend]) -> None:
+        """Step ``k``'s sends: each part reads where its region is now; the parts of one
+        message are posted by the first, as one view or packed into a slot."""
+        sends, base = self.sends, len(self.sends)
+        lead = _leads([(o.peer, o.region, o.reduce) for o in ops], self.limit, self.anywhere)
+        for j, o in enumerate(ops):
+            where = self.now(o.chunk, o.region)
+            self.readers.setdefault(where, []).append((len(sends), k))
+            post = where if lead[j] == j else None
+            sends.append(SendOp(o.peer, k, o.chunk, where, self.written.get(o.region, -1) + 1,
+                                base + lead[j], post))
+        for j in sorted(set(lead)):
+            parts = [sends[base + q] for q in range(len(ops)) if lead[q] == j]
+            if len(parts) > 1:
+                sends[base + j] = _merged_send(parts, self.slots.new)
+
+    def receive(self, k: int, ops: list[StepRecv]) -> None:
+        """Step ``k``'s receives: where each message lands (:meth:`_land`), then each part's
+        RecvOp, and where its region is afterwards."""
+        base = len(self.recvs)
+        lead = _leads([(o.peer, o.region, o.reduce) for o in ops], self.limit, self.anywhere)
+        landing: dict[int, Landing] = {}
+        waits: tuple[int, ...] = ()
+        for j, o in enumerate(ops):
+            if lead[j] == j:  # the first part of a message: where all its parts land
+                parts = [q for q in range(j, len(ops)) if lead[q] == j]
+                waits = self._land(k, base, [(q, ops[q]) for q in parts], landing)
+            land, out, post_after, apply_sends = landing[j]
+            post = None
+            if lead[j] == j:
+                parts_of = [landing[q] for q in range(j, len(ops)) if lead[q] == j]
+                post = (land[0], land[1], parts_of[-1].land[2])
+                post_after = max(p.post_after for p in parts_of)
+            acc = self.now(o.chunk, o.region) if o.reduce else None
+            self.recvs.append(RecvOp(o.peer, k, o.chunk, land, o.reduce, acc, out, post_after,
+                                     apply_sends, base + lead[j], post, waits if post else ()))
+            self.r_steps.append(k)
+            final = self.last_write[o.region] == base + j and o.region in self.regions.kept
+            h = self.regions.home(o.chunk, o.region)
+            self.loc[o.region] = (h if h is not None and (final or (o.reduce and out == h))
+                                  else land)
+            self.written[o.region] = base + j
+
+    def _land(self, k: int, base: int, parts: list[tuple[int, StepRecv]],
+              landing: dict[int, Landing]) -> tuple[int, ...]:
+        """Where the parts of one message of step ``k`` land, into ``landing``; returns the
+        sends to finish before posting it (a direct landing over data sent earlier).
+
+        A big copy lands in place over data sent in an earlier step once that send is done
+        (posted in a later step than the send's: no deadlock), and a big partial sum goes to
+        its place once the sends that read it are; small ones are staged, so that nothing
+        waits for a send early."""
+        reduce = parts[0][1].reduce
+        finals = [self.last_write[o.region] == base + q and o.region in self.regions.kept
+                  for q, o in parts]
+        dests = [self.regions.home(o.chunk, o.region) for _, o in parts]
+        dest_readers = [tuple(si for si, _ in self.readers.get(d, [])) if d else ()
+                        for d in dests]
+        elems = sum(o.region[1] - o.region[0] for _, o in parts)
+        big = elems * self.regions.itemsize >= self.threshold
+        earlier = big and all(self.sends[si].step < k for dr in dest_readers for si in dr)
+        direct = (not reduce and all(finals) and _side_by_side(dests)
+                  and (earlier or not any(dest_readers)))
+        waits = tuple(sorted({si for dr in dest_readers for si in dr})) if direct else ()
+        recycled = bool(self.slots.ring) and reduce and big
+        if recycled:
+            at, free_at = self.slots.recycle(base + parts[-1][0] + 1)
+        for (q, o), final, dest, dr in zip(parts, finals, dests, dest_readers, strict=True):
+            n = o.region[1] - o.region[0]
+            if direct:  # lands where it belongs: nothing to apply
+                after = self.written.get(o.region, -1) + 1
+                if waits:  # once a step after the last sender's is under way
+                    last = max(self.sends[si].step for si in waits)
+                    after = max(after, bisect.bisect_right(self.r_steps, last))
+                landing[q] = Landing(dest, None, after, ())
+            elif recycled:  # a recycled slot; the sum goes to its place
+                landing[q] = Landing((SCRATCH, at, at + n), dest, free_at, dr)
+                at += n
+            else:  # into a slot of its own; a final write goes on to its place
+                land = self.slots.new(n)
+                out = dest if final else (land if reduce else None)
+                landing[q] = Landing(land, out, 0, dr if final else ())
+        return waits
 
 
 def _leads(
-    entries: list[tuple[int, tuple[int, int], bool]], limit: int, anywhere: bool = False
+    entries: list[tuple[int, Region, bool]], limit: int, anywhere: bool = False
 ) -> list[int]:
     """For each (peer, region, reduces?) of one step, the position of the first part of its
     message: regions for one peer join the message before when they continue its range (or,

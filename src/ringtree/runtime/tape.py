@@ -4,12 +4,10 @@ What the executor does next never depends on timing or data -- only on the progr
 every send whose data is ready and every receive whose landing place is free, then wait for
 the next receive in program order and apply it; wait for a send only before its data is
 overwritten (see :mod:`ringtree.runtime.executor`). So that order is computed once per
-program, as a flat tuple of instructions (a *tape*), and every call replays it. Replaying
-costs a tuple unpack and one call per operation: on 4 MPI ranks sharing 2 cores, where each
-rank's Python time is time its peers wait for a core, the interpreted loop cost a 1 MiB
-Rabenseifner all-reduce ~150 us of CPU per rank and call more than a hand-written mpi4py
-version of the same messages (medians of 140 calls, interleaved); a replay of ringtree's own
-operations ran as fast as the hand-written one.
+program, as a flat tuple of instructions (a *tape*), beside the program in the call plan
+(:class:`ringtree.runtime.calls.CallPlan`), and every call replays it. Replaying costs a
+tuple unpack and one call per operation, as little as hand-written code making the same
+messages (figures: docs/engine.md, "Measurements behind the engine's shape").
 
 Instructions (locations flattened to ``buffer, start, stop``):
 

@@ -3,8 +3,8 @@
 After each parallel region (a ``clone`` of a few MiB is one) torch's OpenMP workers spin for
 milliseconds before sleeping. With N ranks on C cores and C threads per rank, those spinning
 threads take the cores that the next collective's I/O threads and the other ranks need
-(measured on 2 cores, 2 gloo ranks: a 4 MiB all-reduce right after a 4 MiB clone takes 6.5-7.2
-ms with 2 threads per rank, 4.0 ms with 1; gloo's own all-reduce suffers the same). torchrun
+(docs/engine.md, "Measurements behind the engine's shape"; gloo's own all-reduce suffers the
+same). torchrun
 sets OMP_NUM_THREADS=1 for this reason; processes started otherwise (``mp.spawn``, a custom
 launcher) get the same treatment from ringtree the first time it talks over a CPU group.
 """

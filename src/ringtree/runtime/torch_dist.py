@@ -2,15 +2,15 @@
 
 Posts through the ``send``/``recv`` of the group's gloo backend (group-local ranks, one C++
 call per message, none of the Python checks of ``dist.isend``, nor the ProcessGroup's trip
-through torch's op dispatcher: with torch's code out of the caches, as between the calls of a
-training step, that trip made a Python 4 KiB exchange between 2 ranks 1.37-1.52x gloo's own
-all-to-all's time instead of 1.22-1.35x, 4 runs of 300 calls; a group of several backends,
-``cpu:gloo,cuda:nccl``, posts through the group, which picks one per tensor). Buffers are
-tensors, or numpy views of CPU tensors (the API hands the engine those: a numpy slice costs
-0.1 us, a tensor slice 2.3), which are wrapped with ``torch.from_numpy`` (0.7 us, the same
-memory). NCCL is a grouped engine: a step's operations are posted together through
-``batch_isend_irecv`` so that two ranks sending to each other cannot deadlock; they carry byte
-views, so every dtype moves (NCCL has no int16 or complex).
+through torch's op dispatcher, which costs a small call a tenth of its time; a group of
+several backends, ``cpu:gloo,cuda:nccl``, posts through the group, which picks one per
+tensor). Buffers are tensors, or numpy views of CPU tensors (the API hands the engine those:
+a numpy slice costs far less than a tensor slice), which are wrapped with
+``torch.from_numpy`` (the same memory). Each call's data messages carry the tag of its call
+shape (:meth:`TorchTransport.message_tag`). The figures behind these choices: docs/engine.md,
+"Measurements behind the engine's shape". NCCL is a grouped engine: a step's operations are
+posted together through ``batch_isend_irecv`` so that two ranks sending to each other cannot
+deadlock; they carry byte views, so every dtype moves (NCCL has no int16 or complex).
 NCCL's calls return once queued on its stream, and a wait only makes the caller's stream
 wait for the message (the reductions that follow are ordered after it), as torch's own NCCL
 collectives do: the CPU queues the whole schedule without blocking (a wait with a timeout
@@ -25,10 +25,8 @@ Full duplex on gloo: a gloo connection carries both directions of a pair through
 and one lock, and a send written by the caller's thread holds that lock while the I/O thread
 waits to read the other direction -- two ranks exchanging data take turns. So on gloo the
 transport has a companion group and sends "downwards" (to a lower rank) on it, "upwards" on
-the original: each direction of a pair gets its own socket, lock and I/O thread. Measured on
-2 cores: a 4 MiB exchange between two ranks takes 2.3 ms instead of 3.0, 16 MiB 8.1 ms
-instead of 10.9; a 1 MiB reduce-scatter on 2 ranks (512 KiB each way) 0.6-0.85 ms instead of
-1.0-1.9, a 64 KiB all-reduce 0.3-0.46 ms instead of 0.57 (medians of 40 calls, 2 runs each).
+the original: each direction of a pair gets its own socket, lock and I/O thread (a 4 MiB
+exchange between two ranks takes three quarters of the time).
 
 Private groups: the companion (RINGTREE_DUPLEX=0 turns it off) and a gloo *control* group for
 fingerprint exchanges (on NCCL groups too: host memory, and never in the way of the data) are
@@ -55,8 +53,11 @@ from ringtree.runtime.errors import PeerError
 from ringtree.runtime.threads import share_cores
 from ringtree.runtime.transport import Buffer, Transport, TransportClosed, TransportTimeout
 
-#: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
+#: Tag of messages posted without one (fingerprints), and of every message on NCCL, whose
+#: point-to-point has no tags; a call's data messages carry its shape's tag (message_tag).
 TAG = 0x5254
+#: gloo takes a tag of 32 bits, torch's binding a signed int: a shape's tag is below this.
+_GLOO_TAGS = 1 << 31
 
 
 class TorchTransport(Transport):
@@ -80,32 +81,39 @@ class TorchTransport(Transport):
         self.down = down if down is not None else self.up
         self._control = control
 
+    tag = TAG
+
     def control(self) -> Transport:
         """The transport fingerprints travel on (see the module doc)."""
         return self._control or self
 
-    def _send(self, buf: Buffer, peer: int) -> Any:
+    def message_tag(self, shape: int) -> int:
+        """gloo: a tag per call shape (a gloo slot of its own); NCCL: TAG, it has no tags."""
+        return TAG if self.grouped else shape % _GLOO_TAGS
+
+    def _send(self, buf: Buffer, peer: int, tag: int) -> Any:
         if type(buf) is np.ndarray:  # a numpy view of a CPU tensor: the same memory
             buf = torch.from_numpy(buf)
         try:
-            return (self.down if peer < self.rank else self.up).send([buf], peer, TAG)
+            return (self.down if peer < self.rank else self.up).send([buf], peer, tag)
         except RuntimeError as e:
             return _Failed(e)
 
-    def _recv(self, buf: Buffer, peer: int) -> Any:
+    def _recv(self, buf: Buffer, peer: int, tag: int) -> Any:
         if type(buf) is np.ndarray:
             buf = torch.from_numpy(buf)
         try:
-            return (self.down if peer > self.rank else self.up).recv([buf], peer, TAG)
+            return (self.down if peer > self.rank else self.up).recv([buf], peer, tag)
         except RuntimeError as e:
             return _Failed(e)
 
     def exchange(
-        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]]
+        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]],
+        tag: int | None = None,
     ) -> list[Any]:
-        """One ``batch_isend_irecv`` for NCCL (coalesced); plain posts otherwise."""
+        """One ``batch_isend_irecv`` for NCCL (coalesced, no tags); plain posts otherwise."""
         if not self.grouped:
-            return super().exchange(sends, recvs)
+            return super().exchange(sends, recvs, tag)
         dist = self._dist
         ops = []
         for buf, peer in sends:

@@ -3,8 +3,9 @@
 A transport moves bytes between the ranks of one group; it knows nothing of schedules.
 Buffers are views (a slice of the caller's tensor or array, never a copy); a posted send's
 buffer must not be written, and a posted receive's buffer not read, until ``wait`` returns
-for it. Each request is waited at most once. Messages between one pair of ranks match in the
-order they are posted (MPI's non-overtaking rule), which the executor relies on.
+for it. Each request is waited at most once. Messages between one pair of ranks with one tag
+match in the order they are posted (MPI's non-overtaking rule), which the executor relies on;
+messages with different tags never match (:meth:`Transport.message_tag`).
 
 Transports count what they move: ``bytes_sent`` / ``bytes_received`` / ``messages_sent``
 are running totals of posted operations, so a caller can take the difference around a call.
@@ -44,6 +45,8 @@ class Transport(ABC):
     #: default, 1 MiB): below it, waiting for that send costs more than a copy on engines
     #: whose late-posted receives cost a round trip (gloo).
     in_place_min_bytes: int | None = None
+    #: The tag of messages posted without one (fingerprints on the control channel).
+    tag: int = 0
 
     def in_place_from(self) -> float | None:
         """The ``in_place_min_bytes`` to compile this transport's programs with: never (inf)
@@ -64,29 +67,41 @@ class Transport(ABC):
         """Size of a buffer in bytes (numpy arrays and torch tensors both have ``nbytes``)."""
         return int(buf.nbytes)
 
-    def send(self, buf: Buffer, peer: int) -> Request:
-        """Post a send of ``buf`` to ``peer``; counts its bytes; returns without waiting."""
+    def message_tag(self, shape: int) -> int:
+        """The tag of the data messages of one call shape (``shape``: a digest of the call's
+        fingerprint, the same on every rank, :meth:`CallSignature.digest
+        <ringtree.runtime.fingerprint.CallSignature.digest>`): a message of one shape never
+        meets a receive of another, so ranks that disagree on a shape they all know (no
+        exchange then) time out instead of taking each other's data. Any int here."""
+        return shape
+
+    def send(self, buf: Buffer, peer: int, tag: int | None = None) -> Request:
+        """Post a send of ``buf`` to ``peer`` (``tag`` None: :attr:`tag`); counts its bytes;
+        returns without waiting."""
         self.bytes_sent += self.nbytes(buf)
         self.messages_sent += 1
-        return self._send(buf, peer)
+        return self._send(buf, peer, self.tag if tag is None else tag)
 
-    def recv(self, buf: Buffer, peer: int) -> Request:
-        """Post a receive into ``buf`` from ``peer``; returns without waiting."""
+    def recv(self, buf: Buffer, peer: int, tag: int | None = None) -> Request:
+        """Post a receive into ``buf`` from ``peer`` (``tag`` None: :attr:`tag`); returns
+        without waiting."""
         self.bytes_received += self.nbytes(buf)
-        return self._recv(buf, peer)
+        return self._recv(buf, peer, self.tag if tag is None else tag)
 
     def exchange(
-        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]]
+        self, sends: Sequence[tuple[Buffer, int]], recvs: Sequence[tuple[Buffer, int]],
+        tag: int | None = None,
     ) -> list[Request]:
         """Post several sends and receives at once; returns the requests to wait for (sends
         first, in order; a grouped engine may return one request for the whole group)."""
-        return [self.send(b, p) for b, p in sends] + [self.recv(b, p) for b, p in recvs]
+        return ([self.send(b, p, tag) for b, p in sends]
+                + [self.recv(b, p, tag) for b, p in recvs])
 
     @abstractmethod
-    def _send(self, buf: Buffer, peer: int) -> Request: ...
+    def _send(self, buf: Buffer, peer: int, tag: int) -> Request: ...
 
     @abstractmethod
-    def _recv(self, buf: Buffer, peer: int) -> Request: ...
+    def _recv(self, buf: Buffer, peer: int, tag: int) -> Request: ...
 
     @abstractmethod
     def wait(self, req: Request, timeout_s: float) -> None:
