@@ -110,7 +110,8 @@ def train_run(rank: int, n: int, config: LabConfig, run: str) -> RankRun:
         model.register_comm_hook(None, hook)
     opt = optimizer(model, cfg)
     losses, starts, ends, b_starts, b_ends = [], [], [], [], []
-    profiler = Profiled(config, rank) if run == "profiled" else None
+    profiler = (Profiled(str(config.torch_profile), config.steps, rank) if run == "profiled"
+                else None)
     for step in range(config.steps):
         starts.append(time.perf_counter())
         x, y = batch(stream, config.seed, step, rank, cfg.batch_size, cfg.context)

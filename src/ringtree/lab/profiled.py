@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from ringtree.kineto.rank import LOAD_KEY
-from ringtree.lab.ddp import LabConfig
 
 
 def busy_cpu_s() -> float | None:
@@ -48,18 +47,18 @@ def own_cpu_s() -> float:
 
 
 class Profiled:
-    """torch.profiler on one rank over the run's steps (module doc): :meth:`step` after each
-    step, :meth:`finish` after the last."""
+    """torch.profiler on one rank over a run of ``steps`` steps, writing ``folder/rank{r}.json``
+    (module doc): :meth:`step` after each step, :meth:`finish` after the last."""
 
-    def __init__(self, config: LabConfig, rank: int) -> None:
+    def __init__(self, folder: str | Path, steps: int, rank: int) -> None:
         from torch.profiler import ProfilerActivity, profile, schedule
 
-        self.path = Path(str(config.torch_profile)) / f"rank{rank}.json"
-        wait = 1 if config.steps > 2 else 0
-        warmup = 1 if config.steps > 1 else 0
+        self.path = Path(folder) / f"rank{rank}.json"
+        wait = 1 if steps > 2 else 0
+        warmup = 1 if steps > 1 else 0
         with warnings.catch_warnings():  # "won't be using warmup" for a one-step run
             warnings.simplefilter("ignore", UserWarning)
-            plan = schedule(wait=wait, warmup=warmup, active=config.steps - wait - warmup,
+            plan = schedule(wait=wait, warmup=warmup, active=steps - wait - warmup,
                             repeat=1)
             self.prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                                 schedule=plan)
