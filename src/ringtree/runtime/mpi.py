@@ -5,6 +5,12 @@ wheel or the system's). Buffers are numpy arrays or CPU torch tensors, sent as b
 every dtype travels (bfloat16 included). MPI has no wait-with-timeout, so waits poll
 ``Test`` and yield the CPU between polls (as MPI itself does when oversubscribed); after the
 deadline they raise TransportTimeout. A dead peer usually makes the MPI launcher end the job.
+
+A rank that gives up on a call (PeerError after its timeout) cannot take back the messages it
+sent: small ones are delivered eagerly, and a peer that comes late would match them and
+finish the call as if nothing were wrong. So it sends every peer a give-up notice (tag
+NOTICE_TAG: the call's number and the rank it waited for), which the group reads before its
+calls (Iprobe, ~0.5 us, at most every PROBE_S: :class:`ringtree.runtime.groups.Group`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ TAG = 0x5254
 #: Tag of fingerprint exchanges: MPI matches messages by source, tag and communicator, so
 #: control messages never meet data ones, and no collective call is needed to set them up.
 CONTROL_TAG = TAG + 1
+#: Tag of give-up notices (module doc).
+NOTICE_TAG = TAG + 2
 #: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
 #: in well under a millisecond, and a yield can hand the core away for a whole time slice.
 SPIN_S = 5e-5
@@ -44,6 +52,7 @@ class MpiTransport(Transport):
     #: it is until the receiver copies it), so every landing over sent data goes in place: a
     #: 1 MiB ring all-reduce on 2 ranks saves its 512 KiB copy (~25 us of ~250).
     in_place_min_bytes = 0
+    stale_sends = True
 
     def __init__(self, comm: Any = None, tag: int = TAG, control: Transport | None = None) -> None:
         from mpi4py import MPI
@@ -57,6 +66,8 @@ class MpiTransport(Transport):
         sharing = int(local) if local else self.size
         # more ranks than cores: never spin, a spinning rank holds the core its peer needs
         self.spin_s = SPIN_S if sharing <= (os.cpu_count() or 1) else 0.0
+        self._notices: dict[int, tuple[int, int]] = {}
+        self._sent_notices: list[tuple[Any, np.ndarray]] = []  # kept until MPI sends them
 
     @classmethod
     def open(cls, comm: Any) -> MpiTransport:
@@ -88,3 +99,25 @@ class MpiTransport(Transport):
                 if now > deadline:
                     raise TransportTimeout
                 os.sched_yield()
+
+    def give_up(self, call: int, waited_for: int) -> None:
+        """Post a notice to every peer (never waited: an eager message, sent once)."""
+        note = np.array([call, waited_for], dtype=np.int64)
+        for peer in range(self.size):
+            if peer != self.rank:
+                req = self.comm.Isend([note, self._MPI.INT64_T], dest=peer, tag=NOTICE_TAG)
+                self._sent_notices.append((req, note))
+
+    def given_up(self) -> dict[int, tuple[int, int]]:
+        """Read the notices that have come: two Iprobes when none has (after a pause, Open
+        MPI's first one only pulls the message in from shared memory, and says none)."""
+        MPI, status = self._MPI, self._MPI.Status()
+        misses = 0
+        while misses < 2:
+            if not self.comm.Iprobe(MPI.ANY_SOURCE, NOTICE_TAG, status):
+                misses += 1
+                continue
+            note = np.empty(2, dtype=np.int64)
+            self.comm.Recv([note, MPI.INT64_T], source=status.Get_source(), tag=NOTICE_TAG)
+            self._notices.setdefault(status.Get_source(), (int(note[0]), int(note[1])))
+        return dict(self._notices)

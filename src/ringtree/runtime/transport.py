@@ -93,6 +93,23 @@ class Transport(ABC):
         """Block until ``req`` completes. Raises TransportTimeout after ``timeout_s`` seconds,
         TransportClosed if the peer's connection broke."""
 
+    #: Sends complete before the peer posts the matching receive (MPI's eager messages), so
+    #: a peer that comes after this rank gave up on a call can match the call's messages and
+    #: finish it as if nothing were wrong: the group then looks for the peers' give-up
+    #: notices before its calls (:class:`ringtree.runtime.groups.Group`).
+    stale_sends: bool = False
+
+    def give_up(self, call: int, waited_for: int) -> None:
+        """Tell the peers, without blocking and as far as the engine can, that this rank gave
+        up on the group's call number ``call`` (it raised PeerError) while it waited for group
+        rank ``waited_for``. Nothing where ranks cannot come late (one process's threads)."""
+        return None
+
+    def given_up(self) -> dict[int, tuple[int, int]]:
+        """The peers' give-up notices received so far: ``{peer: (call, rank it waited for)}``
+        (empty where :meth:`give_up` sends nothing)."""
+        return {}
+
     def control(self) -> Transport:
         """The transport that fingerprint exchanges travel on: a channel of its own where the
         engine has one (so a rank that checks while a peer sends data never mixes the two),
