@@ -100,9 +100,11 @@ VARIABLES: dict[str, Variable] = {
                  _check_mode,
                  "mismatch detection: exchange a fingerprint of the call on the first call of "
                  "each call shape on a group (first), on every call (always), or never (off)"),
-        Variable("RINGTREE_ALGO", "", "an algorithm name or a comma-separated list", _text,
+        Variable("RINGTREE_ALGO", "", "NCCL_ALGO's syntax: ring, ring,tree, ^ring, "
+                 "allreduce:ring;alltoall:bruck", _text,
                  "what algorithm=\"auto\" may pick, as NCCL_ALGO: one name forces it, a list "
-                 "restricts the choice"),
+                 "restricts the choice, per collective where scoped; ignored (a WARN line) for "
+                 "a collective it leaves nothing to run"),
         Variable("RINGTREE_SLICE_BYTES", "4MiB", "a size from 64 B to 1 GiB", _slice_bytes,
                  "largest message the engine sends; larger chunks are cut into slices"),
         Variable("RINGTREE_DUPLEX", "1", "1 or 0", _flag,
