@@ -31,6 +31,7 @@ import numpy as np
 
 from ringtree.collectives import Collective, ReduceOp, block_bounds, bus_factor, reference
 from ringtree.procs.native import make_input
+from ringtree.runtime.mpi import mpi_op
 
 
 def algbw_Bps(size_bytes: int, time_s: float) -> float:
@@ -113,11 +114,6 @@ def _gloo_finish(op: ReduceOp, buf: Any, n: int) -> None:
             buf.div_(n, rounding_mode="floor")
 
 
-def _mpi_op(engine: Any, op: ReduceOp) -> Any:
-    mpi = engine.MPI
-    return {"sum": mpi.SUM, "product": mpi.PROD, "min": mpi.MIN, "max": mpi.MAX}[op.combine.value]
-
-
 def _mpi_finish(op: ReduceOp, buf: np.ndarray, n: int) -> None:
     if op is ReduceOp.AVG:
         if np.issubdtype(buf.dtype, np.integer):
@@ -151,12 +147,12 @@ def _gloo_reduce(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
 
 
 def _mpi_all_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
-    e.comm.Allreduce(e.MPI.IN_PLACE, x, op=_mpi_op(e, op))
+    e.comm.Allreduce(e.MPI.IN_PLACE, x, op=mpi_op(op))
     _mpi_finish(op, x, e.size)
 
 
 def _mpi_reduce_scatter(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:
-    e.comm.Reduce_scatter_block(x, out, op=_mpi_op(e, op))
+    e.comm.Reduce_scatter_block(x, out, op=mpi_op(op))
     _mpi_finish(op, out, e.size)
 
 
@@ -170,10 +166,10 @@ def _mpi_broadcast(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> 
 
 def _mpi_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
     if e.rank == root:
-        e.comm.Reduce(e.MPI.IN_PLACE, x, op=_mpi_op(e, op), root=root)
+        e.comm.Reduce(e.MPI.IN_PLACE, x, op=mpi_op(op), root=root)
         _mpi_finish(op, x, e.size)
     else:
-        e.comm.Reduce(x, None, op=_mpi_op(e, op), root=root)
+        e.comm.Reduce(x, None, op=mpi_op(op), root=root)
 
 
 def _gloo_all_to_all(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ringtree.collectives import Collective, ReduceOp, block_bounds, block_sizes
+from ringtree.runtime.mpi import mpi_op
 
 
 class EngineError(RuntimeError):
@@ -138,10 +139,8 @@ class NativeEngine:
                 t = self.torch.cat([out[i * width : i * width + b[i + 1] - b[i]] for i in range(n)])
             res = self.numpy(t)
         else:
-            MPI, comm = self.MPI, self.comm
-            mop = {"sum": MPI.SUM, "product": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}[
-                combine.value
-            ]
+            comm = self.comm
+            mop = mpi_op(combine)
             if col is Collective.ALL_REDUCE:
                 res = np.empty_like(x)
                 comm.Allreduce(x, res, op=mop)

@@ -27,7 +27,7 @@ from typing import Any, Unpack
 import numpy as np
 
 from ringtree.collectives import Collective, ReduceOp, block_sizes
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError, RingtreeTypeError
 from ringtree.runtime import buffers, calls
 from ringtree.runtime.groups import Group, group_for, not_a_member_warning
 from ringtree.runtime.options import CallOptions, Options
@@ -263,8 +263,8 @@ def all_to_all(
     with _refusing(g, Collective.ALL_TO_ALL, opts):
         for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
             if len(parts) != g.size:
-                raise RingtreeError(f"{what} holds {len(parts)} tensors: expected one per "
-                                    f"rank ({g.size})")
+                raise RingtreeRuntimeError(f"{what} holds {len(parts)} tensors: expected one "
+                                           f"per rank ({g.size})")
         whole_in = buffers.join(ins, "input_tensor_list")
         whole_out = buffers.join(outs, "output_tensor_list")
     splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
@@ -417,5 +417,5 @@ def _split_elems(x: Any, sizes: Sequence[int] | None, n: int, what: str) -> tupl
         _check_rows(shape, n, what)
         return tuple(v * row for v in block_sizes(shape[0] if shape else 1, n))
     if any(not isinstance(v, int | np.integer) or isinstance(v, bool) for v in sizes):
-        raise RingtreeError(f"{what}_split_sizes must be whole numbers, got {list(sizes)}")
+        raise RingtreeTypeError(f"{what}_split_sizes must be whole numbers, got {list(sizes)}")
     return tuple(int(v) * row for v in sizes)

@@ -20,6 +20,7 @@ destination (linear, pairwise): forwarding another rank's block needs its size.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any, NoReturn
 
 from ringtree.algorithms import build
 from ringtree.collectives import Collective, ReduceOp, Splits, block_bounds, block_sizes
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError
 from ringtree.events import CallRecord
 from ringtree.runtime import auto, buffers, fingerprint, log
 from ringtree.runtime.errors import MismatchError, PeerError
@@ -82,9 +83,15 @@ def schedule(
 
 
 def parse_op(op: Any) -> ReduceOp:
-    """A ReduceOp from ringtree's, a name, or torch.distributed's ``ReduceOp.SUM``..."""
+    """A ReduceOp from ringtree's, a name, torch.distributed's ``ReduceOp.SUM``... or mpi4py's
+    ``MPI.SUM``, ``MPI.PROD``, ``MPI.MIN``, ``MPI.MAX``, ``MPI.BAND``, ``MPI.BOR``,
+    ``MPI.BXOR``; RingtreeTypeError (torch's TypeError) for anything else."""
     if isinstance(op, ReduceOp | str):
         return ReduceOp.parse(op)
+    if type(op).__module__.startswith("mpi4py"):
+        from ringtree.runtime.mpi import reduce_op
+
+        return reduce_op(op)
     name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
     return ReduceOp.parse(name)
 
@@ -264,15 +271,18 @@ def describe(group: Group, plan: CallPlan, opts: Options, slice_bytes: int) -> s
 
 def refuse(group: Group, col: Collective, op: Any, root: int, opts: Options,
            error: RingtreeError) -> NoReturn:
-    """Raise ``error``, why this rank cannot make the call: as it is when checks are off or
-    the group has one rank, else as a MismatchError once the peers have been told (a
-    "rejected" fingerprint, sent in turn after the group's earlier calls), so that they fail
-    now rather than at a timeout or on this rank's next call."""
+    """Raise ``error``, why this rank cannot make the call, of the type torch raises for it:
+    as it is when checks are off or the group has one rank, else prefixed with this rank once
+    the peers have been told (a "rejected" fingerprint, sent in turn after the group's
+    earlier calls), so that they fail now -- with a MismatchError naming this rank -- rather
+    than at a timeout or on this rank's next call."""
     if (opts.check or group.settings.check) == "off" or group.size == 1:
         raise error
     timeout_s = opts.timeout_s or group.settings.timeout_s
     group.submit(lambda: _reject(group, col, op, root, opts, timeout_s), async_op=False)
-    raise MismatchError(f"rank {group.rank}: {error}", ranks=[group.rank]) from None
+    own = copy.copy(error)  # torch's type (ValueError, TypeError, RuntimeError), as torch
+    own.args = (f"rank {group.rank}: {error}",)
+    raise own from None
 
 
 def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
@@ -297,15 +307,16 @@ def validate(
     full layout (gather, scatter: N x one rank's block), one rank's input (all-to-all), or an
     all-to-all's Splits as this rank knows them."""
     check_dtype(dtype_name(x), op)
-    if y is not x and dtype_name(y) != dtype_name(x):
-        raise RingtreeError(
+    if y is not x and dtype_name(y) != dtype_name(x):  # torch: ValueError for all-to-all
+        error = RingtreeError if col is Collective.ALL_TO_ALL else RingtreeRuntimeError
+        raise error(
             f"output dtype {dtype_name(y)} differs from input dtype {dtype_name(x)}: "
             "they must match"
         )
     if y is not x and buffers.device(x) != buffers.device(y):
         raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
     if col.has_root and not 0 <= root < n:
-        raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
+        raise RingtreeRuntimeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
     if col is Collective.ALL_TO_ALL:
         return _all_to_all_size(x, y, n, rank, splits)
     if col in (Collective.GATHER, Collective.SCATTER):
@@ -313,7 +324,7 @@ def validate(
         whole = buffers.numel(y if col is Collective.GATHER else x)
         if rank == root and whole != n * block:
             what = "gather_list" if col is Collective.GATHER else "scatter_list"
-            raise RingtreeError(
+            raise RingtreeRuntimeError(
                 f"{what} holds {whole} elements: expected {n} tensors of {block} elements "
                 f"(one per rank, each the size of this rank's tensor)"
             )
@@ -328,7 +339,7 @@ def validate(
     want = b[rank + 1] - b[rank]
     if mine != want:
         whole = "input" if col is Collective.REDUCE_SCATTER else "output"
-        raise RingtreeError(
+        raise RingtreeRuntimeError(
             f"{what} has {mine} elements; rank {rank}'s block of the {count}-element {whole} "
             f"over {n} ranks has {want} (np.array_split blocks)"
         )
@@ -345,7 +356,7 @@ def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | Non
     if splits is None:
         want = n * block_sizes(count, n)[rank]
         if got != want:
-            raise RingtreeError(
+            raise RingtreeRuntimeError(
                 f"all-to-all output has {got} elements: an input of {count} cut in {n} "
                 f"blocks (np.array_split) brings rank {rank} {n} x {want // n} = {want} "
                 "(give output_split_sizes and input_split_sizes for other blocks)"
@@ -355,12 +366,12 @@ def _all_to_all_size(x: Any, y: Any, n: int, rank: int, splits: RankSplits | Non
     for what, sizes, total, side in (("input", sent, count, "sends"),
                                      ("output", received, got, "receives")):
         if len(sizes) != n or any(v < 0 for v in sizes):
-            raise RingtreeError(
+            raise RingtreeRuntimeError(
                 f"{what}_split_sizes {list(sizes)} must hold {n} sizes >= 0 (what this rank "
                 f"{side}, per rank)"
             )
         if sum(sizes) != total:
-            raise RingtreeError(
+            raise RingtreeRuntimeError(
                 f"{what}_split_sizes add up to {sum(sizes)} elements; the {what} holds {total}"
             )
     return Splits.seen_by(rank, sent, received)

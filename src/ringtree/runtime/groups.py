@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ringtree import config
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError, RingtreeTypeError
 from ringtree.runtime.errors import PeerError
 from ringtree.runtime.transport import Transport
 
@@ -104,10 +104,13 @@ class Group:
         return self.global_ranks[self.rank]
 
     def group_rank(self, global_rank: int, what: str) -> int:
-        """The group rank of ``global_rank``; RingtreeError when it is not a member."""
+        """The group rank of ``global_rank``; RingtreeError when it is not a member, of
+        torch's type: RuntimeError on a group of every rank (gloo's "invalid root rank"),
+        ValueError on a subgroup (torch's get_group_rank)."""
         r = self._index.get(global_rank)
         if r is None:
-            raise RingtreeError(
+            whole = self.global_ranks == tuple(range(self.size))
+            raise (RingtreeRuntimeError if whole else RingtreeError)(
                 f"{what}={global_rank} is not a rank of this group: its global ranks are "
                 f"{_ranks_text(self.global_ranks)} (use group_{what}= for a rank within the group)"
             )
@@ -122,13 +125,16 @@ class Group:
         if global_root is None and group_root is None:
             raise RingtreeError(f"give the root: {what}= (a global rank) or group_{what}=")
         if group_root is not None:
-            if not isinstance(group_root, int) or not 0 <= group_root < self.size:
-                raise RingtreeError(
+            if not isinstance(group_root, int) or isinstance(group_root, bool):
+                raise RingtreeTypeError(f"group_{what} must be a rank (an int), got "
+                                        f"{group_root!r}")
+            if not 0 <= group_root < self.size:
+                raise RingtreeRuntimeError(
                     f"group_{what}={group_root!r} is not a rank of this group (0..{self.size - 1})"
                 )
             return group_root
-        if not isinstance(global_root, int):
-            raise RingtreeError(f"{what} must be a rank (an int), got {global_root!r}")
+        if not isinstance(global_root, int) or isinstance(global_root, bool):
+            raise RingtreeTypeError(f"{what} must be a rank (an int), got {global_root!r}")
         return self.group_rank(global_root, what)
 
     def submit(self, fn: Any, async_op: bool) -> Future | None:

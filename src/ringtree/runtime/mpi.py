@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ringtree.collectives import ReduceOp
+from ringtree.errors import RingtreeTypeError
 from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 
 #: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
@@ -33,6 +35,30 @@ NOTICE_TAG = TAG + 2
 #: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
 #: in well under a millisecond, and a yield can hand the core away for a whole time slice.
 SPIN_S = 5e-5
+
+
+#: mpi4py's name of each pairwise operation (AVG combines as SUM, then divides).
+MPI_OPS = {ReduceOp.SUM: "SUM", ReduceOp.PRODUCT: "PROD", ReduceOp.MIN: "MIN",
+           ReduceOp.MAX: "MAX", ReduceOp.BAND: "BAND", ReduceOp.BOR: "BOR", ReduceOp.BXOR: "BXOR"}
+
+
+def mpi_op(op: ReduceOp) -> Any:
+    """mpi4py's ``MPI.Op`` for ``op`` (AVG: MPI.SUM; divide after)."""
+    from mpi4py import MPI
+
+    return getattr(MPI, MPI_OPS[op.combine])
+
+
+def reduce_op(op: Any) -> ReduceOp:
+    """The ReduceOp of one of mpi4py's predefined ops; RingtreeTypeError (torch's TypeError
+    for an op it does not know) for the others (MPI.LAND, MAXLOC, user-defined ops)."""
+    from mpi4py import MPI
+
+    for ours, name in MPI_OPS.items():
+        if op == getattr(MPI, name):
+            return ours
+    raise RingtreeTypeError(f"this MPI op has no ringtree counterpart: expected one of "
+                            f"{', '.join('MPI.' + n for n in MPI_OPS.values())}")
 
 
 def _bytes_view(buf: Buffer) -> np.ndarray:
