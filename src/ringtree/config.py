@@ -95,7 +95,9 @@ VARIABLES: dict[str, Variable] = {
     for v in (
         Variable("RINGTREE_TIMEOUT", "300", "seconds > 0", _seconds,
                  "limit of a whole collective call, first call on a group included; a dead or "
-                 "silent peer raises PeerError naming it"),
+                 "silent peer raises PeerError naming it. Unset, a torch group's own timeout "
+                 "stands (init_process_group(timeout=), torch's default 30 min for gloo), "
+                 "300 s elsewhere (MPI, transports)"),
         Variable("RINGTREE_CHECK", "first", "first, always or off (1/0 as always/off)",
                  _check_mode,
                  "mismatch detection: exchange a fingerprint of the call on the first call of "
@@ -131,6 +133,11 @@ def read(name: str, env: Mapping[str, str] | None = None) -> Any:
         return var.parse(text)
     except (ValueError, RingtreeError):
         raise RingtreeError(f"{name}={raw!r} is not valid: expected {var.accepts}") from None
+
+
+def is_set(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``name`` is set to something in ``env`` (default: the process environment)."""
+    return bool((os.environ if env is None else env).get(name, "").strip())
 
 
 def table() -> list[dict[str, str]]:

@@ -61,10 +61,14 @@ class Settings:
     duplex: bool
 
     @classmethod
-    def from_environment(cls) -> Settings:
-        """The settings the environment asks for now; RingtreeError names a bad variable."""
+    def from_environment(cls, timeout_s: float | None = None) -> Settings:
+        """The settings the environment asks for now; RingtreeError names a bad variable.
+        ``timeout_s``: the group's own timeout (a torch process group's), which stands unless
+        RINGTREE_TIMEOUT is set; without either, RINGTREE_TIMEOUT's default."""
+        if timeout_s is None or config.is_set("RINGTREE_TIMEOUT"):
+            timeout_s = config.read("RINGTREE_TIMEOUT")
         return cls(
-            timeout_s=config.read("RINGTREE_TIMEOUT"),
+            timeout_s=timeout_s,
             check=config.read("RINGTREE_CHECK"),
             slice_bytes=config.read("RINGTREE_SLICE_BYTES"),
             algo=config.read("RINGTREE_ALGO"),
@@ -259,7 +263,7 @@ def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
     with _lock:
         group = _known(handle)
         if group is None:
-            settings = Settings.from_environment()
+            settings = Settings.from_environment(_own_timeout(handle))
             wait_s = settings.timeout_s if timeout_s is None else timeout_s
             group = _make(handle, settings, wait_s)
             _keep(handle, group)
@@ -343,6 +347,15 @@ def _mpi_launched() -> bool:
 
 def _is_mpi_comm(handle: Any) -> bool:
     return type(handle).__module__.startswith("mpi4py")
+
+
+def _own_timeout(handle: Any) -> float | None:
+    """A torch process group's own timeout (None for communicators and transports)."""
+    if isinstance(handle, Transport) or _is_mpi_comm(handle):
+        return None
+    from ringtree.runtime.torch_dist import group_timeout_s
+
+    return group_timeout_s(handle)
 
 
 def _make(handle: Any, settings: Settings, timeout_s: float) -> Group:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ringtree.collectives import ReduceOp
-from ringtree.errors import RingtreeTypeError
+from ringtree.errors import RingtreeError, RingtreeTypeError
 from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 
 #: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
@@ -32,6 +32,8 @@ TAG = 0x5254
 CONTROL_TAG = TAG + 1
 #: Tag of give-up notices (module doc).
 NOTICE_TAG = TAG + 2
+#: The program's point-to-point messages of tag t travel with tag P2P_TAG + t.
+P2P_TAG = 1 << 16
 #: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
 #: in well under a millisecond, and a yield can hand the core away for a whole time slice.
 SPIN_S = 5e-5
@@ -93,6 +95,7 @@ class MpiTransport(Transport):
         # more ranks than cores: never spin, a spinning rank holds the core its peer needs
         self.spin_s = SPIN_S if sharing <= (os.cpu_count() or 1) else 0.0
         self._notices: dict[int, tuple[int, int]] = {}
+        self._channels: dict[int, MpiTransport] = {}
         self._sent_notices: list[tuple[Any, np.ndarray]] = []  # kept until MPI sends them
 
     @classmethod
@@ -126,6 +129,31 @@ class MpiTransport(Transport):
                     raise TransportTimeout
                 os.sched_yield()
 
+    def channel(self, tag: int) -> MpiTransport:
+        """The transport of the program's messages of ``tag`` (MPI tag P2P_TAG + tag)."""
+        end = self._channels.get(tag)
+        if end is None:
+            upper = self.comm.Get_attr(self._MPI.TAG_UB)
+            if not 0 <= tag <= upper - P2P_TAG:
+                raise RingtreeError(f"tag={tag} is out of range: 0..{upper - P2P_TAG} under "
+                                    "this MPI")
+            end = self._channels[tag] = MpiTransport(self.comm, tag=P2P_TAG + tag)
+        return end
+
+    def done(self, req: Any) -> bool:
+        """``req.Test()`` (a completed request is freed: test it once)."""
+        return bool(req.Test())
+
+    def recv_any(self, buf: Buffer) -> Any:
+        """An ``Irecv`` from MPI.ANY_SOURCE, with the status that names the sender."""
+        return _AnySource(self.comm.Irecv([_bytes_view(buf), self._MPI.BYTE],
+                                          source=self._MPI.ANY_SOURCE, tag=self.tag),
+                          self._MPI.Status())
+
+    def source(self, req: Any) -> int:
+        """The sender of a completed :meth:`recv_any`."""
+        return int(req.status.Get_source())
+
     def give_up(self, call: int, waited_for: int) -> None:
         """Post a notice to every peer (never waited: an eager message, sent once)."""
         note = np.array([call, waited_for], dtype=np.int64)
@@ -147,3 +175,15 @@ class MpiTransport(Transport):
             self.comm.Recv([note, MPI.INT64_T], source=status.Get_source(), tag=NOTICE_TAG)
             self._notices.setdefault(status.Get_source(), (int(note[0]), int(note[1])))
         return dict(self._notices)
+
+
+class _AnySource:
+    """An any-source receive: ``Test`` fills the status that says who sent."""
+
+    __slots__ = ("req", "status")
+
+    def __init__(self, req: Any, status: Any) -> None:
+        self.req, self.status = req, status
+
+    def Test(self) -> bool:  # noqa: N802 - mpi4py's name, which the waits call
+        return bool(self.req.Test(self.status))

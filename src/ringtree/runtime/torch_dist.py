@@ -64,6 +64,9 @@ from ringtree.runtime.transport import Buffer, Transport, TransportClosed, Trans
 
 #: Tag of ringtree's messages; pairs match in posting order, so one tag serves every call.
 TAG = 0x5254
+#: The program's point-to-point messages of tag t travel with tag P2P_TAG + t, on the
+#: private control group (gloo) or the group itself (NCCL, which has no tags).
+P2P_TAG = 1 << 24
 
 
 class TorchTransport(Transport):
@@ -75,8 +78,11 @@ class TorchTransport(Transport):
     them for a group.
     """
 
+    #: the tag this transport's messages carry (a p2p channel's: P2P_TAG + the user's)
+    tag: int = TAG
+
     def __init__(self, group: Any, down: Any = None, control: Transport | None = None,
-                 store: Any = None) -> None:
+                 store: Any = None, tag: int = TAG) -> None:
         import torch.distributed as dist
 
         self._dist = dist
@@ -89,10 +95,41 @@ class TorchTransport(Transport):
         self.down = down if down is not None else self.up
         self._control = control
         self._store = store
+        self.tag = tag
+        self._channels: dict[int, TorchTransport] = {}
 
     def control(self) -> Transport:
         """The transport fingerprints travel on (see the module doc)."""
         return self._control or self
+
+    def channel(self, tag: int) -> TorchTransport:
+        """The transport of the program's messages of ``tag``: over gloo the private control
+        group's pairs (never in the way of the group's own or ringtree's messages), over
+        NCCL the group itself, in posting order (NCCL has no tags)."""
+        end = self._channels.get(tag)
+        if end is None:
+            if not 0 <= tag < (1 << 31) - P2P_TAG:
+                raise RingtreeError(f"tag={tag} is out of range: 0..{(1 << 31) - P2P_TAG - 1}")
+            carrier = self.group if self.grouped else self.control().group
+            end = self._channels[tag] = TorchTransport(carrier, tag=P2P_TAG + tag)
+        return end
+
+    def done(self, req: Any) -> bool:
+        """``Work.is_completed()``."""
+        return bool(req.is_completed())
+
+    def recv_any(self, buf: Buffer) -> Any:
+        """gloo's ``recv_anysource`` (not over NCCL, as torch)."""
+        if self.grouped:
+            raise RingtreeError("NCCL receives from a given rank only: pass src=")
+        if type(buf) is np.ndarray:
+            buf = torch.from_numpy(buf)
+        self.bytes_received += self.nbytes(buf)
+        return self.up.recv_anysource([buf], self.tag)
+
+    def source(self, req: Any) -> int:
+        """``Work._source_rank()``: the group rank that sent."""
+        return int(req._source_rank())
 
     def give_up(self, call: int, waited_for: int) -> None:
         """Leave a notice in the group's store (nothing when its host is gone)."""
@@ -117,7 +154,7 @@ class TorchTransport(Transport):
         if type(buf) is np.ndarray:  # a numpy view of a CPU tensor: the same memory
             buf = torch.from_numpy(buf)
         try:
-            return (self.down if peer < self.rank else self.up).send([buf], peer, TAG)
+            return (self.down if peer < self.rank else self.up).send([buf], peer, self.tag)
         except RuntimeError as e:
             return _Failed(e)
 
@@ -125,7 +162,7 @@ class TorchTransport(Transport):
         if type(buf) is np.ndarray:
             buf = torch.from_numpy(buf)
         try:
-            return (self.down if peer > self.rank else self.up).recv([buf], peer, TAG)
+            return (self.down if peer > self.rank else self.up).recv([buf], peer, self.tag)
         except RuntimeError as e:
             return _Failed(e)
 
@@ -140,11 +177,11 @@ class TorchTransport(Transport):
         for buf, peer in sends:
             self.bytes_sent += self.nbytes(buf)
             self.messages_sent += 1
-            ops.append(dist.P2POp(dist.isend, _bytes(buf), group=self.group, tag=TAG,
+            ops.append(dist.P2POp(dist.isend, _bytes(buf), group=self.group, tag=self.tag,
                                   group_peer=peer))
         for buf, peer in recvs:
             self.bytes_received += self.nbytes(buf)
-            ops.append(dist.P2POp(dist.irecv, _bytes(buf), group=self.group, tag=TAG,
+            ops.append(dist.P2POp(dist.irecv, _bytes(buf), group=self.group, tag=self.tag,
                                   group_peer=peer))
         try:
             return list(dist.batch_isend_irecv(ops)) if ops else []
@@ -209,6 +246,21 @@ def _backend_name(group: Any) -> str:
         return str(dist.get_backend(group))
     except (RuntimeError, ValueError):  # a private ProcessGroupGloo: not in torch's registry
         return "gloo"
+
+
+def group_timeout_s(group: Any) -> float | None:
+    """The timeout of torch process ``group`` (``init_process_group(timeout=)``,
+    ``new_group(timeout=)``; torch's default otherwise: 30 min for gloo, 10 for NCCL), read
+    from its backend's options; None when this torch keeps it elsewhere."""
+    for device in ("cpu", "cuda"):
+        try:
+            timeout = group._get_backend(torch.device(device)).options._timeout
+        except (AttributeError, RuntimeError):
+            continue
+        seconds = timeout.total_seconds()
+        if seconds > 0:
+            return float(seconds)
+    return None
 
 
 #: How many times this process opened ringtree's private groups for a group name: part of

@@ -17,6 +17,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from ringtree.errors import RingtreeError
+
 Buffer = Any  # a 1-D contiguous view: numpy.ndarray or torch.Tensor
 Request = Any  # whatever the engine returns for a posted operation
 
@@ -109,6 +111,26 @@ class Transport(ABC):
         """The peers' give-up notices received so far: ``{peer: (call, rank it waited for)}``
         (empty where :meth:`give_up` sends nothing)."""
         return {}
+
+    def channel(self, tag: int) -> Transport:
+        """The transport of the program's own point-to-point messages of ``tag``
+        (:mod:`ringtree.runtime.p2p`): a channel of their own, so that they never match the
+        engine's messages, whatever calls are in flight. RingtreeError where there is none."""
+        raise RingtreeError(f"the {self.kind} transport carries no point-to-point messages")
+
+    def done(self, req: Request) -> bool:
+        """Whether ``req`` has completed, without waiting (the p2p channels' requests)."""
+        raise RingtreeError(f"the {self.kind} transport cannot test a request")
+
+    def recv_any(self, buf: Buffer) -> Request:
+        """Post a receive from whichever peer sends first; :meth:`source` says which once it
+        has completed. RingtreeError where the engine cannot (torch's src=None)."""
+        raise RingtreeError(f"the {self.kind} transport receives from a given rank only: "
+                            "pass src=")
+
+    def source(self, req: Request) -> int:
+        """The group rank a completed :meth:`recv_any` came from."""
+        raise RingtreeError(f"the {self.kind} transport receives from a given rank only")
 
     def control(self) -> Transport:
         """The transport that fingerprint exchanges travel on: a channel of its own where the
