@@ -122,7 +122,17 @@ def _mpi_finish(op: ReduceOp, buf: np.ndarray, n: int) -> None:
             np.true_divide(buf, buf.dtype.type(n), out=buf)
 
 
+def _own_output(x: Any, out: Any) -> Any:
+    """Out of place over gloo (``out`` given): torch's API has no such all-reduce, broadcast
+    or reduce, so its native call is torch's idiom, a copy then the in-place call."""
+    if out is None:
+        return x
+    out.copy_(x)
+    return out
+
+
 def _gloo_all_reduce(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    x = _own_output(x, out)
     e.dist.all_reduce(x, op=_dist_op(e, op))
     _gloo_finish(op, x, e.size)
 
@@ -137,18 +147,24 @@ def _gloo_all_gather(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
 
 
 def _gloo_broadcast(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
-    e.dist.broadcast(x, src=root)
+    e.dist.broadcast(_own_output(x, out) if e.rank == root else (x if out is None else out),
+                     src=root)
 
 
 def _gloo_reduce(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    if e.rank == root:
+        x = _own_output(x, out)
     e.dist.reduce(x, dst=root, op=_dist_op(e, op))
     if e.rank == root:
         _gloo_finish(op, x, e.size)
 
 
 def _mpi_all_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
-    e.comm.Allreduce(e.MPI.IN_PLACE, x, op=mpi_op(op))
-    _mpi_finish(op, x, e.size)
+    if out is None:
+        e.comm.Allreduce(e.MPI.IN_PLACE, x, op=mpi_op(op))
+    else:
+        e.comm.Allreduce(x, out, op=mpi_op(op))
+    _mpi_finish(op, x if out is None else out, e.size)
 
 
 def _mpi_reduce_scatter(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:
@@ -161,13 +177,16 @@ def _mpi_all_gather(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: 
 
 
 def _mpi_broadcast(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
-    e.comm.Bcast(x, root=root)
+    if out is not None and e.rank == root:  # MPI's broadcast is in place: copy first
+        out[...] = x
+    e.comm.Bcast(x if out is None else out, root=root)
 
 
 def _mpi_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
     if e.rank == root:
-        e.comm.Reduce(e.MPI.IN_PLACE, x, op=mpi_op(op), root=root)
-        _mpi_finish(op, x, e.size)
+        into = x if out is None else out
+        e.comm.Reduce(e.MPI.IN_PLACE if out is None else x, into, op=mpi_op(op), root=root)
+        _mpi_finish(op, into, e.size)
     else:
         e.comm.Reduce(x, None, op=mpi_op(op), root=root)
 

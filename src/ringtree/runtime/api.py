@@ -226,7 +226,9 @@ def collective(
 ) -> Work | None:
     """Any of the collectives by name, for drivers that loop over them (the bench, tests):
     ``input``/``output`` as the named function takes them (``output`` None for the in-place
-    ones; all-to-all as ``all_to_all_single``'s, even blocks; gather's ``output`` the root's
+    ones -- given, all-reduce, broadcast and reduce run out of place, from ``input`` into
+    ``output``, as nccl-tests' do and torch's API cannot; ``input`` is left as it was;
+    all-to-all as ``all_to_all_single``'s, even blocks; gather's ``output`` the root's
     whole buffer, None elsewhere; scatter's ``input`` the root's whole buffer, ignored
     elsewhere; the barrier takes neither), ``root`` a global rank (broadcast's ``src``,
     reduce's, gather's ``dst``, scatter's ``src``); ``op`` is ignored where the collective
@@ -240,6 +242,12 @@ def collective(
         return _scatter(output, input, (root, None), group, async_op, options)
     if c is Collective.BARRIER:
         return barrier(group, async_op, **options)
+    if output is not None and c in (Collective.ALL_REDUCE, Collective.BROADCAST,
+                                    Collective.REDUCE):
+        roots = None if c is Collective.ALL_REDUCE else (root, None, "src" if c is
+                                                          Collective.BROADCAST else "dst")
+        return _call(c, input, output, op if c.reduces else None, group, async_op,
+                     options, roots=roots)
     if c is Collective.ALL_REDUCE:
         return all_reduce(input, op, group, async_op, **options)
     if c is Collective.REDUCE_SCATTER:
