@@ -30,6 +30,7 @@ from ringtree.procs.native import (
 from ringtree.runtime import api, calls
 from ringtree.runtime.errors import MismatchError, PeerError
 
+BITWISE = [o for o in ReduceOp if o.bitwise]
 DTYPES = {"gloo": ["float32", "float64", "int32", "int64", "bfloat16", "int8"],
           "nccl": ["float32", "float64", "int32", "int64", "bfloat16", "float16", "int8"],
           "mpi": ["float32", "float64", "int32", "int64", "int8"]}
@@ -42,14 +43,18 @@ def cases(n: int, backend: str, seed: int) -> list[dict[str, Any]]:
     for col in Collective:
         for alg in algorithms_for(col):
             rpn = get_algorithm(col, alg).ranks_per_node_for(n)
-            for size in (0, 1, n - 1, int(rng.integers(2, 50)), int(rng.integers(1000, 5000))):
+            sizes = (0, 1, n - 1, int(rng.integers(2, 50)), int(rng.integers(1000, 5000)))
+            for k, size in enumerate(sizes):
                 count = col.layout.count(size, n)
-                ops = list(ReduceOp) if col.reduces else [ReduceOp.SUM]
+                ops = [o for o in ReduceOp if not o.bitwise] if col.reduces else [ReduceOp.SUM]
+                if col.reduces and k >= 3:  # a bitwise op on the two larger sizes, integers
+                    ops.append(BITWISE[(k + len(out)) % 3])
                 for op in ops:
+                    dtypes = [d for d in DTYPES[backend] if not op.bitwise or "int" in d]
                     out.append({
                         "collective": col.value, "algorithm": alg, "count": count,
                         "op": op.value, "root": int(rng.integers(0, n)), "ranks_per_node": rpn,
-                        "dtype": str(rng.choice(DTYPES[backend])),
+                        "dtype": str(rng.choice(dtypes)),
                         "slice_bytes": int(rng.choice([64, 4096, 1 << 22])),
                         "numpy": bool(rng.integers(0, 2)), "async": bool(rng.integers(0, 4) == 0),
                     })

@@ -23,6 +23,7 @@ from ringtree.algorithms import algorithms_for
 from ringtree.collectives import Collective, ReduceOp, block_bounds, block_sizes
 from ringtree.procs.native import call_buffers, make_input
 from ringtree.runtime import api
+from ringtree.runtime.mpi import mpi_op
 
 DTYPES = ["float32", "float64", "int32", "int64"]
 
@@ -150,7 +151,7 @@ def _native_mpi(engine: Any, group: Any, col: Collective, x: np.ndarray, op: Red
                 root: int, ranks: list[int]) -> np.ndarray:
     mpi = engine.MPI
     comm = group if group is not None else mpi.COMM_WORLD
-    mop = {"sum": mpi.SUM, "product": mpi.PROD, "min": mpi.MIN, "max": mpi.MAX}[op.value]
+    mop = mpi_op(op)
     n, groot = len(ranks), ranks.index(root)
     me, sizes = comm.Get_rank(), block_sizes(x.size, n)
     if col is Collective.ALL_TO_ALL:
@@ -194,10 +195,12 @@ def cases(seed: int) -> list[dict[str, Any]]:
             for count in (int(rng.integers(0, 9)), int(rng.integers(100, 3000))):
                 # gather and scatter get a multiple of the group's size in run_case
                 ops = [o for o in ReduceOp if o is not ReduceOp.AVG] if col.reduces else [None]
+                op = str(rng.choice([o.value for o in ops])) if col.reduces else "sum"
+                bitwise = ReduceOp.parse(op).bitwise  # integers only
                 out.append({"collective": col.value, "algorithm": alg, "count": count,
-                            "op": str(rng.choice([o.value for o in ops])) if col.reduces else
-                            "sum", "root_index": int(rng.integers(0, 64)),
-                            "dtype": str(rng.choice(DTYPES))})
+                            "op": op, "root_index": int(rng.integers(0, 64)),
+                            "dtype": str(rng.choice([d for d in DTYPES
+                                                     if not bitwise or "int" in d]))})
     return out
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from ringtree.bench.result import CSV_COLUMNS, BenchResult, Row
 from ringtree.bench.sweep import Sweep, sizes, validate_sweep
-from ringtree.bench.table import HEADER, render_text, row_line
+from ringtree.bench.table import header_lines, render_text, row_line
 from ringtree.cli import main
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
@@ -52,13 +52,20 @@ def test_table_has_fixed_columns_and_comment_lines():
     assert all(ln.startswith("#") or ln.split()[0].isdigit() for ln in lines if ln)
     data = [ln for ln in lines if not ln.startswith("#")]
     assert len(data) == 3
-    assert data[0].split() == ["4096", "1024", "float32", "sum", "-1", "1234.6", "0.003",
-                               "0.005", "0", "17"]
+    assert data[0].split() == ["4096", "1024", "float", "sum", "-1", "1234.6", "0.003",
+                               "0.005", "0", "17"]  # nccl-tests' type name
     assert data[2].split()[3:5] == ["none", "3"]  # broadcast: no op, its root
-    assert HEADER in lines and "# wrong elements: 0 OK" in lines
+    header = header_lines([True])[1]
+    assert header in lines and "# wrong elements: 0 OK" in lines
+    assert header.split() == ["#", "size", "count", "type", "redop", "root", "time", "algbw",
+                              "busbw", "#wrong", "iters"]
+    # saved before placements were recorded: one group, the collective's one (torch) form
+    assert header_lines([True])[0].split() == ["#", "in-place"]
+    assert "# Out of bounds values : 0 OK" in lines
+    assert "# Avg bus bandwidth    : 0.0049769 " in lines  # the ring's table, %g
     assert "# all-reduce  algorithm: tree (pipeline chunks: 2)" in lines
     assert "other programs 0.25 cores" in text
-    assert len(row_line(sample_result().rows[0])) == len(HEADER)
+    assert len(row_line([sample_result().rows[0]])) == len(header_lines([True])[1])
 
 
 def test_csv_has_one_line_per_row():

@@ -73,10 +73,11 @@ COL_OPS = [(c, op) for c in Collective for op in (ReduceOp if c.reduces else [Re
 def test_expected_results_equal_the_numpy_reference(col, op, n, root):
     spec = spec_for(col)
     count = spec.count(4 * 26, 4, n)
-    inputs = [spec.input_values(count, "float32", op, r, n) for r in range(n)]
+    dtype = "int32" if op.bitwise else "float32"
+    inputs = [spec.input_values(count, dtype, op, r, n) for r in range(n)]
     want = reference(col, inputs, op, root)
     for r in range(n):
-        got = spec.expected(count, "float32", op, root, r, n)
+        got = spec.expected(count, dtype, op, root, r, n)
         if want[r] is None:
             assert got is None
         else:

@@ -71,7 +71,7 @@ def test_hierarchical_on_two_levels(capsys, monkeypatch):
         ({}, [*BASE, "--algorithm", "warp"]),
         ({}, ["cost", "all-reduce", "--size", "1GB", "-n", "12", "--link", "nvlink4+ib-hdr",
               "--algorithm", "hierarchical", "--ranks-per-node", "5"]),
-        ({"RINGTREE_ALGO": "hierarchical"}, BASE),
+        ({"RINGTREE_ALGO": "allreduce:bruck"}, BASE),
     ],
 )
 def test_bad_input_is_one_line_exit_2(env, argv):
@@ -82,6 +82,13 @@ def test_bad_input_is_one_line_exit_2(env, argv):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_environment_that_cannot_apply_is_ignored_and_said(capsys, monkeypatch):
+    monkeypatch.setenv("RINGTREE_ALGO", "hierarchical")  # no ranks per node: cannot run
+    r = row(capsys, BASE)
+    assert not r["forced"] and r["algorithm"] == r["auto_algorithm"]
+    assert "RINGTREE_ALGO=hierarchical cannot run here" in r["reason"] and "ignored" in r["reason"]
 
 
 def test_any_n_from_closed_forms_leaving_out_those_that_walk_every_rank(capsys, monkeypatch):

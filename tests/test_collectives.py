@@ -25,8 +25,9 @@ def test_avg_divides_at_the_end():
     assert reference(Collective.ALL_REDUCE, ints, ReduceOp.AVG)[0].tolist() == [1, 4]
 
 
-@pytest.mark.parametrize("op", list(ReduceOp))
-@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize(("op", "dtype"), [(op, dt) for op in ReduceOp
+                                           for dt in (np.float32, np.int64, np.int8)
+                                           if op.takes(dt)])
 def test_identity_is_neutral(op, dtype):
     x = np.array([-3, 0, 7], dtype=dtype)
     acc = np.full(3, op.identity(dtype), dtype=dtype)

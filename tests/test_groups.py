@@ -64,3 +64,11 @@ def test_a_peer_absent_at_the_first_call_is_a_peer_error_within_the_timeout(back
     # under MPI, mpirun ends the absent rank once the others have left without MPI_Finalize
     results = run(3, backend, "group_cases:absent_peer", cfg, timeout_s=60, all_ok=False)
     assert all(r is not None and r["took_s"] < 5.0 for r in results[:2]), results
+
+
+@pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
+    MPI_MISSING, reason="mpi4py/mpirun not installed"))])
+def test_a_rank_after_its_peers_gave_up_fails_like_them_saying_so(backend):
+    results = run(2, backend, "late_cases:late_peer", {"call_timeout_s": 2.0, "late_s": 4.0},
+                  timeout_s=120)
+    assert all(r["cases"] == 2 for r in results)

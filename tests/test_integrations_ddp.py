@@ -1,6 +1,8 @@
 """ringtree's DDP hook: bad input is a one-line RingtreeError (no process group, gradients on
 several devices, an unknown algorithm, a model that is not DDP). Training with it on real
-processes is tested in test_lab_ddp.py."""
+processes is tested in test_lab_ddp.py; here DDP over a subgroup (tests/ddp_cases.py)."""
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +16,7 @@ from ringtree.integrations.ddp import (
     recording,
     register_comm_hook,
 )
+from ringtree.procs.launch import launch_body
 
 
 @pytest.fixture
@@ -67,3 +70,15 @@ def test_ddp_accepts_the_hooks(world_of_one):
     for make in (comm_hook, recording):
         model = nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
         model.register_comm_hook(None, make())
+
+
+def test_register_reads_the_models_process_group():
+    """DDP over dp = [0, 2] / [1, 3] at N = 4, registered without a state: the gradients are
+    torch's dp mean, bitwise, not the world's."""
+    out = launch_body(4, "gloo", "ddp_cases:subgroup_hook", {"timeout_s": 60}, timeout_s=240,
+                      env={"PYTHONPATH": str(Path(__file__).parent)})
+    assert out.ok, out.failure_message(240)
+    for r in out.ranks:
+        assert r.result["world_differs"], r.result
+        assert r.result["equal"], f"rank {r.rank}: gradients differ from torch's dp mean"
+        assert r.result["algorithm"] == "ring" and r.result["n"] >= 1

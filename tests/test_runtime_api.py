@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 import ringtree
+from needs import MPI_MISSING
 from ringtree import MismatchError, RingtreeError
 from ringtree.runtime import LocalTransport, run_ranks
 
@@ -155,8 +156,8 @@ def test_a_rank_rejecting_its_input_fails_its_peers_fast_when_checking():
         return f"{type(info.value).__name__}: {info.value}"
 
     msgs = run_ranks(2, body)
-    # issue 15: the rank that rejected its input raises MismatchError too, with its own reason
-    assert msgs[1].startswith("MismatchError: rank 1: reduce-scatter output has 3 elements")
+    # issue 15: the peers learn at once; issue 30: the rank raises what torch raises for it
+    assert msgs[1].startswith("RingtreeRuntimeError: rank 1: reduce-scatter output has 3 elem")
     assert msgs[0].startswith("MismatchError") and "rank 1 rejected its input" in msgs[0]
 
 
@@ -294,24 +295,27 @@ def test_calls_read_their_input_in_call_order_behind_async_calls():
 
 
 @pytest.mark.parametrize(
-    ("bad", "expected"),
+    ("bad", "expected", "kind_of_error"),  # the type is torch's for the same input (gloo)
     [
         (lambda t: ringtree.all_gather([np.empty(2)], np.ones(2), group=t),
-         "all-gather output is a list of 1 tensors"),
+         "all-gather output is a list of 1 tensors", RuntimeError),
         (lambda t: ringtree.all_to_all_single(np.empty((3, 2)), np.ones((3, 2)), group=t),
-         "input has 3 rows (dim 0), not a multiple of the group size 2"),
+         "input has 3 rows (dim 0), not a multiple of the group size 2", ValueError),
         (lambda t: ringtree.all_to_all_single(np.empty(4), np.ones(4), [1.5, 2.5], [2, 2],
                                               group=t),
-         "output_split_sizes must be whole numbers"),
+         "output_split_sizes must be whole numbers", TypeError),
         (lambda t: ringtree.all_to_all([np.empty(2)], [np.ones(2)], group=t),
-         "input_tensor_list holds 1 tensors: expected one per rank (2)"),
+         "input_tensor_list holds 1 tensors: expected one per rank (2)", RuntimeError),
         (lambda t: ringtree.gather(np.ones(2), [np.empty(2), np.empty(2)], dst=0, group=t),
-         "gather_list is given on a rank that is not the destination"),
+         "gather_list is given on a rank that is not the destination", ValueError),
         (lambda t: ringtree.broadcast(np.ones(4), src=7, group=t),
-         "src=7 is not a rank of this group"),
+         "src=7 is not a rank of this group", RuntimeError),
     ],
 )
-def test_a_bad_argument_on_one_rank_fails_every_rank_now_and_the_group_stays_usable(bad, expected):
+def test_a_bad_argument_on_one_rank_fails_every_rank_now_and_the_group_stays_usable(
+        bad, expected, kind_of_error):
+    """The rank with the bad argument raises torch's type of error for it, its peers a
+    MismatchError naming it, and the group goes on."""
     good = {
         "all-gather": lambda t: ringtree.all_gather([np.empty(2), np.empty(2)], np.ones(2),
                                                     group=t),
@@ -332,8 +336,11 @@ def test_a_bad_argument_on_one_rank_fails_every_rank_now_and_the_group_stays_usa
     kind = next(v for k, v in same.items() if k in expected)
 
     def body(t: LocalTransport) -> str:
-        with pytest.raises(MismatchError) as info:
+        with pytest.raises(kind_of_error if t.rank == 1 else MismatchError) as info:
             bad(t) if t.rank == 1 else good[kind](t)
+        assert isinstance(info.value, RingtreeError)  # still one line on the command line
+        if t.rank == 1:
+            assert not isinstance(info.value, MismatchError)
         x = np.full(3, float(t.rank))
         ringtree.all_reduce(x, group=t, timeout=10)  # the next call runs as it should
         assert x.tolist() == [1.0] * 3
@@ -357,3 +364,102 @@ def test_a_different_collective_is_named_with_its_algorithm():
     for msg in run_ranks(3, body):
         assert "rank 1 called with collective=all-reduce" in msg and "algorithm=recursive" in msg
         assert "algorithm=tree" in msg and "#" not in msg
+
+
+def test_torch_s_names_keywords_ops_p2p_objects_and_errors_as_torch_s_gloo_has_them():
+    """tests/api_cases.py on 3 gloo ranks: every case bitwise torch's result, every bad
+    argument torch's type of error, a group's own timeout honoured."""
+    from pathlib import Path
+
+    from ringtree.procs.launch import launch_body
+
+    out = launch_body(3, "gloo", "api_cases:run_api", {"timeout_s": 60}, timeout_s=300,
+                      env={"PYTHONPATH": str(Path(__file__).parent)})
+    for r in out.ranks:  # a rank's own failures first: they explain a peer's
+        assert not (r.result and r.result.get("failures")), "\n".join(r.result["failures"])
+    assert out.ok, out.failure_message(300)
+    assert all(r.result["cases"] >= 50 for r in out.ranks), [r.result for r in out.ranks]
+
+
+def test_wait_takes_a_timedelta_and_raises_runtime_error_past_it_as_torch():
+    from datetime import timedelta
+
+    def body(t: LocalTransport) -> tuple[str, list[float]]:
+        x = np.full(4, float(t.rank + 1))
+        if t.rank == 1:
+            import time
+
+            time.sleep(0.5)  # the peer comes late: rank 0's short wait runs out first
+        work = ringtree.all_reduce(x, group=t, async_op=True, timeout=30)
+        said = ""
+        if t.rank == 0:
+            with pytest.raises(RuntimeError, match="timed out after 0.05 s") as info:
+                work.wait(timeout=timedelta(milliseconds=50))
+            said = str(info.value)
+        assert work.wait(timedelta(seconds=30)) is True  # it went on: wait again
+        return said, x.tolist()
+
+    (said, x0), (_, x1) = run_ranks(2, body)
+    assert said and x0 == x1 == [3.0] * 4
+
+
+@pytest.mark.parametrize(
+    ("call", "kind_of_error"),  # gloo checks these in its worker (a failed CHECK: RuntimeError)
+    [
+        (lambda t: ringtree.reduce_scatter_tensor(torch.empty(5), torch.ones(8), group=t),
+         RuntimeError),
+        (lambda t: ringtree.reduce_scatter_single(torch.empty(4), torch.ones(8).double(),
+                                                  group=t), RuntimeError),
+        (lambda t: ringtree.reduce_scatter(torch.empty(2), [torch.ones(3), torch.ones(1)],
+                                           group=t), RuntimeError),
+        (lambda t: ringtree.all_reduce(np.ones(4), op=ringtree.ReduceOp.BXOR, group=t),
+         RuntimeError),
+    ],
+)
+def test_errors_torch_s_gloo_raises_from_its_worker_are_runtime_errors(call, kind_of_error):
+    def body(t: LocalTransport) -> None:
+        with pytest.raises(kind_of_error):
+            call(t)
+
+    run_ranks(2, body)
+
+
+def test_p2p_and_objects_on_in_process_ranks():
+    """Thread ranks: point-to-point by tag (in posting order per pair and tag, never mixed
+    with the collectives in flight), and the object collectives."""
+
+    def body(t: LocalTransport) -> dict:
+        r, n = t.rank, 3
+        got = {}
+        pending = ringtree.all_reduce(np.ones(4), group=t, async_op=True)
+        if r == 0:
+            ringtree.send(np.array([1.0, 2.0]), dst=2, group=t, tag=9)
+            ringtree.send(np.array([3.0, 4.0]), dst=2, group=t, tag=9)
+        if r == 2:
+            a, b = np.empty(2), np.empty(2)
+            got["src"] = ringtree.recv(a, src=0, group=t, tag=9), ringtree.recv(b, 0, t, 9)
+            got["ab"] = a.tolist() + b.tolist()
+            with pytest.raises(RingtreeError, match="receives from a given rank only"):
+                ringtree.irecv(np.empty(2), group=t)
+        pending.wait()
+        objs = [None] * n
+        ringtree.all_gather_object(objs, {"r": r}, group=t)
+        got["objs"] = objs
+        return got
+
+    out = run_ranks(3, body)
+    assert out[2]["src"] == (0, 0) and out[2]["ab"] == [1.0, 2.0, 3.0, 4.0]
+    assert all(o["objs"] == [{"r": 0}, {"r": 1}, {"r": 2}] for o in out)
+
+
+@pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed")
+def test_mpi_ops_p2p_and_objects_under_mpi_as_mpi4py_has_them():
+    from pathlib import Path
+
+    from ringtree.procs.launch import launch_body
+
+    out = launch_body(3, "mpi", "api_cases:run_api_mpi", {"timeout_s": 60}, timeout_s=300,
+                      env={"PYTHONPATH": str(Path(__file__).parent)})
+    for r in out.ranks:
+        assert not (r.result and r.result.get("failures")), "\n".join(r.result["failures"])
+    assert out.ok, out.failure_message(300)

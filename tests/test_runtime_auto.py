@@ -105,3 +105,40 @@ def test_gloo_all_to_all_on_4_ranks_and_2_cores_takes_bruck_below_1_mib(two_core
         assert choose(Collective.ALL_TO_ALL, 4, size, 4, kind="gloo", algo_env=among)[0] == want
         assert want == ("bruck" if size < MiB else "linear")
     assert choose(Collective.ALL_TO_ALL, 2, 4096, 4, kind="gloo", algo_env="")[0] == "pairwise"
+
+
+def test_one_algorithm_in_the_environment_leaves_the_collectives_without_it_alone(monkeypatch):
+    """RINGTREE_ALGO=ring, as NCCL_ALGO=ring: the all-reduce runs the ring, the barrier and
+    the all-to-all (which have none) run what auto picks, and a WARN line says so."""
+    import logging
+
+    import numpy as np
+
+    import ringtree
+    from ringtree.events import Recorder
+    from ringtree.runtime import run_ranks
+    from ringtree.runtime.log import LOGGER
+
+    monkeypatch.setenv("RINGTREE_ALGO", "ring;allreduce:ring")  # first entry: every collective
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    LOGGER.addHandler(handler)
+
+    def body(t):  # noqa: ANN001, ANN202
+        rec = Recorder(t.rank)
+        ringtree.all_reduce(np.ones(8), group=t, recorder=rec)
+        ringtree.barrier(group=t, recorder=rec)
+        out = np.empty(8)
+        ringtree.all_to_all_single(out, np.arange(8.0), group=t, recorder=rec)
+        return [c.algorithm for c in rec.calls]
+
+    try:
+        results = run_ranks(4, body)
+    finally:
+        LOGGER.removeHandler(handler)
+    for algorithms in results:
+        assert algorithms[:2] == ["ring", "dissemination"] and algorithms[2] != "ring"
+    assert any("RINGTREE_ALGO=ring;allreduce:ring names none of the barrier algorithms" in m
+               for m in said), said
+    assert any("none of the all-to-all algorithms" in m for m in said), said

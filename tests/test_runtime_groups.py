@@ -25,7 +25,7 @@ def test_ranks_per_node_from_the_launcher_layout(ranks, local, want):
 
 
 class _Stub:
-    rank, size, kind = 1, 3, "local"
+    rank, size, kind, stale_sends = 1, 3, "local", False
 
 
 def group(ranks: tuple[int, ...]) -> Group:

@@ -134,13 +134,55 @@ def test_environment_forces_the_algorithm():
     ("collective", "value", "says"),
     [
         ("all-reduce", "warp", "unknown algorithm 'warp'"),
-        ("all-gather", "dbtree", "allows no algorithm of all-gather"),
-        ("all-reduce", "hierarchical", "ranks per node"),
+        ("all-reduce", "allreduce:ring;warp", "only the first entry may go without"),
+        ("all-reduce", "allgather:dbtree", "all-gather has none of dbtree: it has ring"),
+        ("all-reduce", "allreduce:ring;teleport:ring", "unknown collective 'teleport'"),
+        ("all-reduce", "allreduce:", "unknown algorithm ''"),
     ],
 )
 def test_bad_environment(collective, value, says):
     with pytest.raises(RingtreeError, match=says):
         choose(collective, 8, 10**6, get_link("nvlink4"), itemsize=4, env={"RINGTREE_ALGO": value})
+
+
+@pytest.mark.parametrize(
+    ("collective", "value", "says"),
+    [
+        ("all-gather", "dbtree", "RINGTREE_ALGO=dbtree names none of the all-gather algorithms"),
+        ("barrier", "ring", "names none of the barrier algorithms (dissemination): ignored"),
+        ("all-to-all", "ring", "names none of the all-to-all algorithms"),
+        ("barrier", "^dissemination", "leaves none of the barrier algorithms"),
+        ("all-reduce", "hierarchical", "cannot run here (hierarchical needs the number of ranks"),
+    ],
+)
+def test_an_environment_that_leaves_a_collective_nothing_is_ignored_for_it(collective, value,
+                                                                           says):
+    """As NCCL_ALGO leaves the collectives without its algorithms alone: the automatic choice
+    stands, and the Choice says why (the engine logs it)."""
+    link = get_link("nvlink4")
+    c = choose(collective, 8, 10**6, link, itemsize=4, env={"RINGTREE_ALGO": value})
+    free = choose(collective, 8, 10**6, link, itemsize=4, env=NO_ENV)
+    assert not c.forced and c.algorithm == free.algorithm
+    assert says in c.note and c.note in c.reason()
+
+
+def test_environment_scoped_per_collective_as_nccl_algo_2_24():
+    """``allreduce:ring;allgather:bruck`` style: the first entry for every collective, later
+    ones for theirs; ``^`` excludes."""
+    nv = get_link("nvlink4")
+
+    def pick(col, value):
+        return choose(col, 8, 10**9, nv, itemsize=4, env={"RINGTREE_ALGO": value})
+
+    value = "tree;all_gather:recursive;alltoall:bruck"
+    assert (pick("all-reduce", value).algorithm, pick("all-reduce", value).forced) == ("tree", True)
+    assert pick("all-gather", value).algorithm == "recursive"
+    assert pick("all-to-all", value).algorithm == "bruck"
+    assert not pick("broadcast", "allreduce:tree").forced  # not scoped to it: auto
+    assert pick("all-reduce", "allreduce:tree,dbtree").algorithm in ("tree", "dbtree")
+    excluded = pick("all-reduce", "allreduce:^ring")
+    assert excluded.forced and excluded.algorithm != "ring"
+    assert excluded.automatic.algorithm == "ring"  # what auto would take, now excluded
 
 
 def test_hierarchical_wins_on_two_levels():

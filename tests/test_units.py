@@ -55,6 +55,17 @@ def test_parse_params(text, count):
     assert parse_params(text) == count
 
 
+@pytest.mark.parametrize(
+    "text, size",
+    [("4K", 4096), ("4k", 4096), ("64M", 1 << 26), ("8G", 8 << 30), ("1T", 1 << 40),
+     ("4KB", 4000), ("14GB", 14 * 10**9), ("4KiB", 4096), ("4Ki", 4096), ("1.5K", 1536),
+     ("8", 8)],
+)
+def test_a_bare_letter_is_binary_as_nccl_tests_reads_it_with_b_decimal(text, size):
+    """nccl-tests' parsesize: 'We use the binary system, so M=Mebibytes and G=Gibibytes'."""
+    assert parse_size(text) == size
+
+
 @pytest.mark.parametrize("text", ["12XB", "-5GB", "fast", "", "1.5", "GB", "5 G B"])
 def test_malformed_sizes(text):
     with pytest.raises(RingtreeError) as e:

@@ -42,7 +42,7 @@ from enum import Enum
 
 import numpy as np
 
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeTypeError
 
 
 class Collective(str, Enum):
@@ -93,6 +93,8 @@ class ReduceOp(str, Enum):
     """Reduce operations, named as in torch.distributed.
 
     AVG is SUM followed by a division by N at the end (floor division for integer dtypes).
+    BAND, BOR, BXOR: bitwise and, or, exclusive or, of integer (and bool) dtypes only, as
+    torch's gloo and MPI take them.
     """
 
     SUM = "sum"
@@ -100,6 +102,18 @@ class ReduceOp(str, Enum):
     MIN = "min"
     MAX = "max"
     AVG = "avg"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+
+    @property
+    def bitwise(self) -> bool:
+        """BAND, BOR and BXOR: only for integer and bool dtypes."""
+        return self in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR)
+
+    def takes(self, dtype: np.dtype | type) -> bool:
+        """Whether the op reduces numpy ``dtype`` (the bitwise ones: integers and bool)."""
+        return not self.bitwise or np.dtype(dtype).kind in "iub"
 
     @classmethod
     def parse(cls, name: str | ReduceOp) -> ReduceOp:
@@ -112,7 +126,8 @@ class ReduceOp(str, Enum):
             return cls(key)
         except ValueError:
             known = ", ".join(o.value for o in cls)
-            raise RingtreeError(f"unknown reduce op {name!r}: expected one of {known}") from None
+            raise RingtreeTypeError(f"unknown reduce op {name!r}: expected one of {known}"
+                                    ) from None
 
     @property
     def combine(self) -> ReduceOp:
@@ -140,6 +155,10 @@ class ReduceOp(str, Enum):
             return dt.type(0)
         if op is ReduceOp.PRODUCT:
             return dt.type(1)
+        if op is ReduceOp.BAND:  # every bit set
+            return dt.type(True) if dt.kind == "b" else np.invert(dt.type(0))
+        if op.bitwise:
+            return dt.type(0)
         if np.issubdtype(dt, np.integer):
             info = np.iinfo(dt)
             return dt.type(info.max if op is ReduceOp.MIN else info.min)
@@ -151,6 +170,9 @@ _UFUNCS = {
     ReduceOp.PRODUCT: np.multiply,
     ReduceOp.MIN: np.minimum,
     ReduceOp.MAX: np.maximum,
+    ReduceOp.BAND: np.bitwise_and,
+    ReduceOp.BOR: np.bitwise_or,
+    ReduceOp.BXOR: np.bitwise_xor,
 }
 
 

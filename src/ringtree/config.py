@@ -95,14 +95,18 @@ VARIABLES: dict[str, Variable] = {
     for v in (
         Variable("RINGTREE_TIMEOUT", "300", "seconds > 0", _seconds,
                  "limit of a whole collective call, first call on a group included; a dead or "
-                 "silent peer raises PeerError naming it"),
+                 "silent peer raises PeerError naming it. Unset, a torch group's own timeout "
+                 "stands (init_process_group(timeout=), torch's default 30 min for gloo), "
+                 "300 s elsewhere (MPI, transports)"),
         Variable("RINGTREE_CHECK", "first", "first, always or off (1/0 as always/off)",
                  _check_mode,
                  "mismatch detection: exchange a fingerprint of the call on the first call of "
                  "each call shape on a group (first), on every call (always), or never (off)"),
-        Variable("RINGTREE_ALGO", "", "an algorithm name or a comma-separated list", _text,
+        Variable("RINGTREE_ALGO", "", "NCCL_ALGO's syntax: ring, ring,tree, ^ring, "
+                 "allreduce:ring;alltoall:bruck", _text,
                  "what algorithm=\"auto\" may pick, as NCCL_ALGO: one name forces it, a list "
-                 "restricts the choice"),
+                 "restricts the choice, per collective where scoped; ignored (a WARN line) for "
+                 "a collective it leaves nothing to run"),
         Variable("RINGTREE_SLICE_BYTES", "4MiB", "a size from 64 B to 1 GiB", _slice_bytes,
                  "largest message the engine sends; larger chunks are cut into slices"),
         Variable("RINGTREE_DUPLEX", "1", "1 or 0", _flag,
@@ -129,6 +133,11 @@ def read(name: str, env: Mapping[str, str] | None = None) -> Any:
         return var.parse(text)
     except (ValueError, RingtreeError):
         raise RingtreeError(f"{name}={raw!r} is not valid: expected {var.accepts}") from None
+
+
+def is_set(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``name`` is set to something in ``env`` (default: the process environment)."""
+    return bool((os.environ if env is None else env).get(name, "").strip())
 
 
 def table() -> list[dict[str, str]]:

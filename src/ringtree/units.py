@@ -1,6 +1,9 @@
 """Parsing and printing of sizes, times, bandwidths, parameter counts and money.
 
-GB = 1e9 bytes, GiB = 2**30 (the seed uses decimal units); Gb = 1e9 bits.
+GB = 1e9 bytes, GiB = 2**30 (the seed uses decimal units); Gb = 1e9 bits. A size's bare
+letter is nccl-tests' (``parsesize`` in its src/common.cu: "We use the binary system"): 4K =
+4096, 64M = 2**26, 8G = 8 GiB, the same in every command; with a B it is decimal (4KB = 4000,
+where nccl-tests would read 4096 too) and with iB binary (4KiB = 4096).
 
 >>> parse_size("14GB"), parse_size("64MiB"), parse_size("4096")
 (14000000000, 67108864, 4096)
@@ -21,8 +24,8 @@ from ringtree.errors import RingtreeError
 
 _SIZE_UNITS = {
     "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-    "t": 10**12, "tb": 10**12,
+    "k": 2**10, "kb": 10**3, "m": 2**20, "mb": 10**6, "g": 2**30, "gb": 10**9,
+    "t": 2**40, "tb": 10**12,
     "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30,
     "ti": 2**40, "tib": 2**40,
 }
@@ -39,7 +42,8 @@ _NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z
 
 
 def parse_size(text: str | int) -> int:
-    """Bytes from ``"14GB"``, ``"64MiB"``, ``"4K"`` (= 4000) or a plain integer.
+    """Bytes from ``"14GB"``, ``"64MiB"``, ``"4K"`` (= 4096, as nccl-tests reads it) or a
+    plain integer.
 
     Rejects negative, non-integral, unknown-unit and larger than ``MAX_SIZE_BYTES`` (2**60)
     values with a one-line RingtreeError.
@@ -54,8 +58,8 @@ def parse_size(text: str | int) -> int:
     unit = m.group(2).lower() if m else None
     if m is None or unit not in _SIZE_UNITS:
         raise RingtreeError(
-            f"malformed size {text!r}: expected bytes like 4096, 64KB, 14GB or 64MiB "
-            "(GB = 1e9, GiB = 2**30)"
+            f"malformed size {text!r}: expected bytes like 4096, 4K, 64KB, 14GB or 64MiB "
+            "(GB = 1e9, G and GiB = 2**30)"
         )
     return _whole(_exact(m.group(1), text, "size") * _SIZE_UNITS[unit], text, "size")
 

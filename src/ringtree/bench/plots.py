@@ -46,6 +46,8 @@ def plot_sweep(
 
     col = result.collectives()[0]
     rows = [r for r in result.rows if r.collective == col and r.time_us > 0]
+    if any(r.in_place for r in rows):  # measured both ways: the in-place form, torch's
+        rows = [r for r in rows if r.in_place]
     n = int(result.meta.get("n_ranks", 0))
     algs = result.algorithms(col)
     colours = {a: f"C{i}" for i, a in enumerate(algs)}

@@ -35,6 +35,7 @@ CSV_COLUMNS = (
     "iters",
     "n_chunks",
     "spread",
+    "in_place",
 )
 
 
@@ -46,7 +47,9 @@ class Row:
     time; busbw_GBps: algbw x the collective's bus factor. wrong: elements that differed
     from the exact result, summed over ranks (0: correct). iters: timed calls. n_chunks: the
     pipeline depth the algorithm ran with (None: not pipelined, or native). spread:
-    (90th - 10th percentile) / median of the calls. times_us: every timed call.
+    (90th - 10th percentile) / median of the calls. times_us: every timed call. in_place:
+    nccl-tests' placement (the output is the input, or holds it); None in results saved
+    before ringtree recorded it, where each collective had one form.
     """
 
     collective: str
@@ -64,6 +67,7 @@ class Row:
     n_chunks: int | None = None
     spread: float = 0.0
     times_us: tuple[float, ...] = ()
+    in_place: bool | None = None
 
     def record(self) -> dict[str, Any]:
         """The row as JSON data (keys as nccl-tests' columns: size, type, algbw, busbw)."""
@@ -83,7 +87,8 @@ class Row:
         for name, value in values.items():
             kinds = _TYPES[name]
             items = value if name == "times_us" else (value,)
-            if not all(isinstance(v, kinds) and not isinstance(v, bool) for v in items):
+            if not all(isinstance(v, kinds) and (not isinstance(v, bool) or bool in kinds)
+                       for v in items):
                 want = " or ".join(k.__name__ for k in kinds)
                 raise RingtreeError(
                     f"bench row's {_ATTRS.get(name, name)!r} is {value!r}: expected {want}"
@@ -92,7 +97,8 @@ class Row:
         return cls(**values)
 
 
-_REQUIRED = {f.name for f in fields(Row) if f.name not in ("n_chunks", "spread", "times_us")}
+_REQUIRED = {f.name for f in fields(Row)
+             if f.name not in ("n_chunks", "spread", "times_us", "in_place")}
 _NUMBER = (int, float)
 #: What each field of a row read back may hold (times_us: each of its values).
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -100,6 +106,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "dtype": (str,), "redop": (str, type(None)), "root": (int, type(None)),
     "time_us": _NUMBER, "algbw_GBps": _NUMBER, "busbw_GBps": _NUMBER, "wrong": (int,),
     "iters": (int,), "n_chunks": (int, type(None)), "spread": _NUMBER, "times_us": _NUMBER,
+    "in_place": (bool, type(None)),
 }
 
 

@@ -10,6 +10,7 @@ as auto would run it. A line's time is the median over its calls of the slowest 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -28,7 +29,7 @@ from ringtree import dtypes
 from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
 from ringtree.bench.result import BenchResult, Row
 from ringtree.bench.specs import spec_for
-from ringtree.bench.worker import NATIVE, PROGRESS_ENV
+from ringtree.bench.worker import LINES_ENV, NATIVE, PROGRESS_ENV
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.select import tuned
 from ringtree.cost.terms import Link
@@ -40,8 +41,8 @@ from ringtree.units import format_bytes
 #: The engines a sweep runs on (its worker times CPU collectives).
 SWEEP_BACKENDS = ("gloo", "mpi")
 
-#: dtypes a sweep offers (numpy can hold them, so results are checked exactly)
-BENCH_DTYPES = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8")
+#: dtypes a sweep offers (checked exactly: numpy holds them, bfloat16 as its bit patterns)
+BENCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
 DEFAULT_BUDGET_S = 1.0
 DEFAULT_MIN_ITERS, DEFAULT_MAX_ITERS = 5, 200
 
@@ -71,8 +72,8 @@ def sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
 
 
 def canonical_dtype(name: str) -> str:
-    """``float`` -> ``float32`` (:mod:`ringtree.dtypes`' aliases); RingtreeError unless the
-    sweep offers it."""
+    """``float`` -> ``float32`` (:mod:`ringtree.dtypes`' aliases, nccl-tests' names among
+    them); RingtreeError unless the sweep offers it."""
     return dtypes.canonical(name, BENCH_DTYPES, "bench")
 
 
@@ -85,7 +86,13 @@ class Sweep:
     timed calls per line; None: as many as fill ``budget_s`` per size at the warm-up's pace
     (each algorithm of a size gets the same number), within min_iters..max_iters. link:
     prices the chunk count of pipelined algorithms (None: the engine's link for the backend);
-    chunks: that count, fixed instead.
+    chunks: that count, fixed instead. lines: nccl-tests' order -- one collective and
+    algorithm after another, size by size, each line (a size, both placements) measured on
+    its own and reported as soon as it is done -- instead of every call of the sweep
+    interleaved. pairs: measure out of place and in place where the collective has both
+    (nccl-tests' two column groups). average: nccl-tests' -a, what a call's time is of the
+    ranks' times: rank 0's (0), their mean (1), min (2) or max (3, the default: a collective
+    is done when its last rank is). check: count the wrong elements (nccl-tests' -c).
     """
 
     n_ranks: int
@@ -106,6 +113,18 @@ class Sweep:
     link: Link | None = None
     native: bool = True
     chunks: int | None = None
+    lines: bool = False
+    pairs: bool = False
+    average: int = 3
+    check: bool = True
+    step: str = ""  # how the sizes step, for the header ("4(factor)", nccl-tests' words)
+
+
+#: The collectives measured both out of place and in place (nccl-tests' two groups): those
+#: whose in-place form torch's API has, and whose out-of-place one ringtree's engine has.
+PAIRED = (Collective.ALL_REDUCE, Collective.BROADCAST, Collective.REDUCE, Collective.ALL_GATHER)
+#: nccl-tests' -a: how a call's time is made of the ranks' times.
+AVERAGES = {0: "rank 0's", 1: "the ranks' mean", 2: "the fastest rank's", 3: "the slowest rank's"}
 
 
 def plan_algorithms(sweep: Sweep, col: Collective) -> list[str]:
@@ -142,7 +161,12 @@ def validate_sweep(sweep: Sweep) -> None:
         raise RingtreeError(f"number of ranks must be >= 1, got {sweep.n_ranks}")
     if not sweep.sizes:
         raise RingtreeError("no sizes to measure")
-    canonical_dtype(sweep.dtype)
+    if canonical_dtype(sweep.dtype) == "bfloat16" and sweep.backend != "gloo":
+        raise RingtreeError("bfloat16 is swept over gloo only: MPI has no bfloat16 to reduce "
+                            "with (use --backend gloo, or another -d)")
+    if sweep.average not in AVERAGES:
+        raise RingtreeError(f"-a {sweep.average} is not one of nccl-tests' 0 (rank 0), 1 "
+                            "(mean), 2 (min), 3 (max)")
     if sweep.in_place and Collective.REDUCE_SCATTER in sweep.collectives:
         raise RingtreeError(
             "reduce-scatter has no in-place form in torch.distributed's API "
@@ -177,30 +201,58 @@ def validate_sweep(sweep: Sweep) -> None:
 
 
 def cells(sweep: Sweep) -> list[dict[str, Any]]:
-    """The worker's cells: per collective and size, the algorithms with their chunk counts."""
-    itemsize = np.dtype(canonical_dtype(sweep.dtype)).itemsize
+    """The worker's cells: per collective and size (in ``lines`` mode per algorithm too, each
+    of its placements with ``pairs``), the algorithms with their chunk counts."""
+    itemsize = dtypes.itemsize(canonical_dtype(sweep.dtype))
     link = sweep.link or link_for(sweep.backend)
     out = []
     for col in sweep.collectives:
         names = plan_algorithms(sweep, col)
         spec = spec_for(col)
-        for size in sweep.sizes:
-            count = spec.count(size, itemsize, sweep.n_ranks)
-            algs = []
-            for a in names:
-                chunks = None
-                if a != NATIVE and get_algorithm(col, a).pipelined and count:
-                    at = BuildSpec(root=sweep.root)
-                    nbytes = count * itemsize
-                    chunks = (
-                        sweep.chunks
-                        or tuned(
-                            col, a, sweep.n_ranks, nbytes, link, itemsize=itemsize, spec=at
-                        ).n_chunks
-                    )
-                algs.append([a, chunks])
-            out.append({"collective": col.value, "size_bytes": size, "algorithms": algs})
+        placements = ["out", "in"] if sweep.pairs and col in PAIRED else [None]
+        groups = [[a] for a in names] if sweep.lines else [names]
+        share = sweep.budget_s / (len(names) * len(placements)) if sweep.lines else None
+        for group in groups:
+            for size in sweep.sizes:
+                count = spec.count(size, itemsize, sweep.n_ranks)
+                algs = [[a, _chunks(sweep, col, a, count, itemsize, link)] for a in group]
+                for placement in placements:
+                    cell = {"collective": col.value, "size_bytes": size, "algorithms": algs,
+                            "placement": placement}
+                    out.append(cell if share is None else {**cell, "budget_s": share})
     return out
+
+
+def _chunks(sweep: Sweep, col: Collective, name: str, count: int, itemsize: int,
+            link: Link) -> int | None:
+    """The chunk count ``name`` runs with (None: not pipelined, native, or no elements)."""
+    if name == NATIVE or not get_algorithm(col, name).pipelined or not count:
+        return None
+    spec = BuildSpec(root=sweep.root)
+    return sweep.chunks or tuned(col, name, sweep.n_ranks, count * itemsize, link,
+                                 itemsize=itemsize, spec=spec).n_chunks
+
+
+def line_groups(sweep: Sweep, todo: Sequence[dict[str, Any]]) -> list[list[int]]:
+    """The worker's lines: each a size's cells (its placements) in ``lines`` mode, else one
+    line of every cell."""
+    if not sweep.lines:
+        return [list(range(len(todo)))]
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(todo):
+        key = (c["collective"], c["algorithms"][0][0], c["size_bytes"])
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def in_place_of(sweep: Sweep, cell: dict[str, Any]) -> bool:
+    """Whether a cell ran in place: its placement, else the collective's one form (torch's
+    API: all-reduce, broadcast and reduce in place, all-gather as ``in_place`` says)."""
+    if cell.get("placement") is not None:
+        return cell["placement"] == "in"
+    col = Collective.parse(cell["collective"])
+    return col in (Collective.ALL_REDUCE, Collective.BROADCAST, Collective.REDUCE) or (
+        col is Collective.ALL_GATHER and sweep.in_place)
 
 
 def metadata(sweep: Sweep) -> dict[str, Any]:
@@ -224,8 +276,16 @@ def metadata(sweep: Sweep) -> dict[str, Any]:
         "iters": sweep.iters
         if sweep.iters
         else f"time-budgeted: {sweep.budget_s:g} s per size, {sweep.min_iters}..{sweep.max_iters}",
-        "timing": "median over calls of the slowest rank's time from a barrier; algorithms "
-        "interleaved call by call",
+        "timing": f"median over calls of {AVERAGES[sweep.average]} time from a barrier "
+        f"(-a {sweep.average}); "
+        + ("one line at a time, its placements interleaved call by call" if sweep.lines
+           else "algorithms interleaved call by call"),
+        "average": sweep.average,
+        "check": sweep.check,
+        "lines": sweep.lines,
+        "min_bytes": min(sweep.sizes),
+        "max_bytes": max(sweep.sizes),
+        "step": sweep.step,
     }
     try:
         if sweep.backend == "gloo":
@@ -241,56 +301,83 @@ def metadata(sweep: Sweep) -> dict[str, Any]:
     return meta
 
 
-def run_sweep(sweep: Sweep, progress: Callable[[int, int], None] | None = None) -> BenchResult:
+#: What :func:`run_sweep` calls with each line as soon as every rank has measured it: the
+#: line's rows and each rank's process id.
+OnLine = Callable[[list[Row], list[int]], None]
+
+
+def run_sweep(sweep: Sweep, progress: Callable[[int, int], None] | None = None,
+              on_line: OnLine | None = None, meta: dict[str, Any] | None = None) -> BenchResult:
     """Measure ``sweep`` on local processes. ``progress(done, total)`` is called (from another
-    thread) as the timed calls go. RingtreeError on bad settings (before any process starts),
-    BenchFailed when a rank fails (every process is gone by then)."""
+    thread) as the timed calls go, ``on_line(rows, pids)`` (from another thread too, in
+    order) with each line once every rank has it. ``meta``: the result's metadata (default
+    :func:`metadata`'s, now), to which the machine's load and the ranks' process ids are
+    added. RingtreeError on bad settings (before any process starts), BenchFailed when a
+    rank fails (every process is gone by then)."""
     validate_sweep(sweep)
+    meta = dict(meta or metadata(sweep))
     todo = cells(sweep)
-    dtype = canonical_dtype(sweep.dtype)
+    groups = line_groups(sweep, todo)
     config = {
-        "backend": sweep.backend,
-        "timeout_s": sweep.timeout_s,
-        "dtype": dtype,
-        "op": sweep.op.value,
-        "root": sweep.root,
-        "in_place": sweep.in_place,
-        "warmup": sweep.warmup,
-        "iters": sweep.iters,
-        "budget_s": sweep.budget_s,
-        "min_iters": sweep.min_iters,
-        "max_iters": sweep.max_iters,
-        "cells": todo,
+        "backend": sweep.backend, "timeout_s": sweep.timeout_s,
+        "dtype": canonical_dtype(sweep.dtype), "op": sweep.op.value, "root": sweep.root,
+        "in_place": sweep.in_place, "warmup": sweep.warmup, "iters": sweep.iters,
+        "budget_s": sweep.budget_s, "min_iters": sweep.min_iters,
+        "max_iters": sweep.max_iters, "check": sweep.check, "cells": todo, "lines": groups,
     }
     if sweep.backend == "mpi":
         from ringtree.procs.run import _require_mpi4py
 
         _require_mpi4py()
     with tempfile.TemporaryDirectory(prefix="ringtree-bench-") as tmp:
-        progress_path = Path(tmp) / "progress"
+        progress_path, lines_dir = Path(tmp) / "progress", Path(tmp) / "lines"
         progress_path.touch()
-        env = {PROGRESS_ENV: str(progress_path), "OMP_NUM_THREADS": "1"}
+        lines_dir.mkdir()
+        env = {PROGRESS_ENV: str(progress_path), LINES_ENV: str(lines_dir),
+               "OMP_NUM_THREADS": "1"}
         stop = threading.Event()
-        watcher = None
-        if progress is not None:
-            watcher = threading.Thread(
-                target=_watch, args=(progress_path, progress, stop), daemon=True
-            )
-            watcher.start()
+        reader = _LineReader(sweep, todo, groups, lines_dir, on_line)
+        watcher = threading.Thread(target=_watch, args=(progress_path, progress, reader, stop),
+                                   daemon=True)
+        watcher.start()
         total_s = 30.0 + 3.0 * sweep.n_ranks + sweep.timeout_s * (len(todo) * 4 + 2)
         try:
             outcome = launch_body(sweep.n_ranks, sweep.backend, "ringtree.bench.worker:run_sweep",
                                   config, timeout_s=total_s, env=env)
         finally:
             stop.set()
-            if watcher is not None:
-                watcher.join()
+            watcher.join()
+        if outcome.ok:
+            reader.poll()  # the lines the watcher had not seen yet
     if not outcome.ok:
         raise BenchFailed(outcome.failure_message(total_s))
     results = [r.result for r in outcome.ranks if r.result]
-    meta = metadata(sweep)
     meta["load"] = load_summary([r.get("load", {}) for r in results])
+    meta["pids"] = [int(r.get("pid", 0)) for r in results]
     return BenchResult(meta, gather(sweep, todo, [r["cells"] for r in results]))
+
+
+class _LineReader:
+    """Hands each line to ``on_line`` once every rank has written it (in order)."""
+
+    def __init__(self, sweep: Sweep, todo: Sequence[dict[str, Any]], groups: list[list[int]],
+                 folder: Path, on_line: OnLine | None) -> None:
+        self.sweep, self.todo, self.groups, self.folder = sweep, todo, groups, folder
+        self.on_line, self.next = on_line, 0
+
+    def poll(self) -> None:
+        """Report every line that is complete now."""
+        n = self.sweep.n_ranks
+        while self.on_line is not None and self.next < len(self.groups):
+            paths = [self.folder / f"line{self.next}.rank{r}.json" for r in range(n)]
+            if not all(p.exists() for p in paths):
+                return
+            parts = [json.loads(p.read_text()) for p in paths]
+            line = self.groups[self.next]
+            rows = gather(self.sweep, [self.todo[i] for i in line],
+                          [part["cells"] for part in parts])
+            self.on_line(rows, [int(part["pid"]) for part in parts])
+            self.next += 1
 
 
 def load_summary(loads: list[dict[str, float]]) -> dict[str, float]:
@@ -307,20 +394,24 @@ def load_summary(loads: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def _watch(path: Path, progress: Callable[[int, int], None], stop: Any) -> None:
+def _watch(path: Path, progress: Callable[[int, int], None] | None, reader: _LineReader,
+           stop: Any) -> None:
     last = ""
-    while not stop.wait(0.2):
+    while not stop.wait(0.1):
+        reader.poll()
         text = path.read_text().strip()
-        if text and text != last:
+        if progress is not None and text and text != last:
             done, total = (int(v) for v in text.split())
             progress(done, total)
             last = text
 
 
 def gather(sweep: Sweep, todo: Sequence[dict[str, Any]], per_rank: list[list[dict]]) -> list[Row]:
-    """Rows from every rank's figures: per call the slowest rank, the median over calls."""
+    """Rows from every rank's figures: per call the ranks' time as ``sweep.average`` says
+    (the slowest rank's by default), the median over calls."""
     dtype = canonical_dtype(sweep.dtype)
-    itemsize = np.dtype(dtype).itemsize
+    itemsize = dtypes.itemsize(dtype)
+    combine = {0: lambda ts: ts[0], 1: statistics.fmean, 2: min, 3: max}[sweep.average]
     rows = []
     for i, cell in enumerate(todo):
         col = Collective.parse(cell["collective"])
@@ -329,27 +420,18 @@ def gather(sweep: Sweep, todo: Sequence[dict[str, Any]], per_rank: list[list[dic
         size = count * itemsize
         for j, (name, chunks) in enumerate(cell["algorithms"]):
             ranks = [cells_[i]["algorithms"][j] for cells_ in per_rank]
-            calls = [max(ts) for ts in zip(*(r["times_s"] for r in ranks), strict=True)]
+            calls = [combine(ts) for ts in zip(*(r["times_s"] for r in ranks), strict=True)]
             t = statistics.median(calls) if calls else 0.0
-            rows.append(
-                Row(
-                    collective=col.value,
-                    algorithm=name,
-                    size_bytes=size,
-                    count=count,
-                    dtype=dtype,
-                    redop=sweep.op.value if col.reduces else None,
-                    root=sweep.root if col.has_root else None,
-                    time_us=t * 1e6,
-                    algbw_GBps=size / t / 1e9 if t else 0.0,
-                    busbw_GBps=spec.busbw_Bps(size, t, sweep.n_ranks) / 1e9,
-                    wrong=sum(int(r["wrong"]) for r in ranks),
-                    iters=len(calls),
-                    n_chunks=chunks,
-                    spread=spread(calls),
-                    times_us=tuple(c * 1e6 for c in calls),
-                )
-            )
+            rows.append(Row(
+                collective=col.value, algorithm=name, size_bytes=size, count=count,
+                dtype=dtype, redop=sweep.op.value if col.reduces else None,
+                root=sweep.root if col.has_root else None, time_us=t * 1e6,
+                algbw_GBps=size / t / 1e9 if t else 0.0,
+                busbw_GBps=spec.busbw_Bps(size, t, sweep.n_ranks) / 1e9,
+                wrong=sum(int(r["wrong"]) for r in ranks), iters=len(calls), n_chunks=chunks,
+                spread=spread(calls), times_us=tuple(c * 1e6 for c in calls),
+                in_place=in_place_of(sweep, cell),
+            ))
     return rows
 
 
@@ -377,6 +459,8 @@ def stderr_progress() -> tuple[Callable[[int, int], None] | None, Callable[[], N
         TimeElapsedColumn(),
         console=stderr_console(),
         transient=True,
+        redirect_stdout=False,  # stdout is data: the table's lines go there as measured
+        redirect_stderr=False,
     )
     task = bar.add_task("calls", total=None)
     bar.start()

@@ -18,11 +18,21 @@ or ``native``: the engine's own call). Every rank
 5. checks the last timed call of each algorithm too, and reports every call's time.
 
 The launcher takes, per call, the slowest rank's time (a collective is done when its last
-rank is) and the median over calls.
+rank is; ``-a`` picks another) and the median over calls.
+
+Lines (``cfg["lines"]``, lists of cell indices; default: one line of every cell): the ranks
+measure one line after another, steps 2-5 for the line's cells alone, and write each line's
+figures to ``<RINGTREE_BENCH_LINES>/line<k>.rank<r>.json`` as soon as it is done, so that the
+launcher prints the line while the next one runs (nccl-tests' order: one line at a time). A
+cell's ``placement`` is nccl-tests': ``out`` gives all-reduce, broadcast and reduce an output
+of their own (and all-gather a separate input), ``in`` runs them in place (absent: in place,
+all-gather as ``cfg["in_place"]`` says). bfloat16 cells hold the values' bit patterns
+(int16) on the numpy side, which compare exactly, and bfloat16 tensors on the engine's.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import resource
@@ -34,14 +44,24 @@ from typing import Any
 
 import numpy as np
 
+from ringtree import dtypes
 from ringtree.bench.specs import Spec, spec_for
-from ringtree.collectives import ReduceOp
+from ringtree.collectives import Collective, Part, ReduceOp
 from ringtree.procs.native import NativeEngine, call_buffers
 from ringtree.procs.native_calls import native_call
 from ringtree.runtime import api
 
 NATIVE = "native"
 PROGRESS_ENV = "RINGTREE_BENCH_PROGRESS"
+LINES_ENV = "RINGTREE_BENCH_LINES"
+#: Collectives that nccl-tests runs out of place with an output of their own, which torch's
+#: API runs in place only (ringtree's engine, and MPI, take a separate output): those whose
+#: layout writes the result over the whole input (all-reduce, broadcast, reduce).
+OWN_OUTPUT = frozenset(c for c in Collective
+                       if c.layout.input is Part.WHOLE and c.layout.output is Part.SAME)
+#: Collectives whose input is restored before every call even when they have an output
+#: (an all-gather in place writes it; gloo's reduce may use a non-root's as scratch).
+RESTORED = frozenset(c for c in Collective if c.layout.own_block_in_output) | {Collective.REDUCE}
 #: what a poisoned output holds before a call (no correct result has it: inputs are -5..5)
 POISON = 99
 
@@ -62,33 +82,58 @@ class Cell:
     algorithms: list[tuple[str, int | None]]
     times_s: list[list[float]]
     wrong: list[int]
+    budget_s: float | None = None  # the cell's share of cfg["budget_s"] (None: all of it)
 
 
 def make_cell(engine: NativeEngine, cfg: dict[str, Any], cell: dict[str, Any]) -> Cell:
-    """Allocate and fill one cell's buffers on this rank."""
+    """Allocate and fill one cell's buffers on this rank (see the module doc)."""
     spec = spec_for(cell["collective"])
     col, n, rank = spec.collective, engine.size, engine.rank
     op, dtype = ReduceOp.parse(cfg["op"]), cfg["dtype"]
-    count = spec.count(int(cell["size_bytes"]), np.dtype(dtype).itemsize, n)
-    values = spec.input_values(count, dtype, op, rank, n)
-    expected = spec.expected(count, dtype, op, int(cfg["root"]), rank, n)
+    bf16 = dtype == "bfloat16"
+    held = "float32" if bf16 else dtype  # small integers: exact in bfloat16 too
+    count = spec.count(int(cell["size_bytes"]), dtypes.itemsize(dtype), n)
+    values = spec.input_values(count, held, op, rank, n)
+    expected = spec.expected(count, held, op, int(cfg["root"]), rank, n)
+    if bf16:
+        values, expected = _bf16_bits(values), _bf16_bits(expected)
+    placement = cell.get("placement")
     x, y = call_buffers(col, values.copy(), count, n, rank, int(cfg["root"]))
-    if cfg.get("in_place") and col.layout.own_block_in_output:  # the input: its block of y
+    in_place = placement == "in" or (placement is None and cfg.get("in_place"))
+    if in_place and col.layout.own_block_in_output:  # the input: its block of y
         x = y[slice(*col.layout.span(count, n, rank))]
+    elif placement == "out" and col in OWN_OUTPUT:
+        y = np.empty_like(x)
     algs = [(str(a), None if c is None else int(c)) for a, c in cell["algorithms"]]
     return Cell(
         spec,
         count,
         values,
         expected,
-        engine.array(x),
-        None if y is None else engine.array(y),
+        _on_engine(engine, x, bf16),
+        None if y is None else _on_engine(engine, y, bf16),
         x,
         y,
         algs,
         [[] for _ in algs],
         [0] * len(algs),
+        cell.get("budget_s"),
     )
+
+
+def _bf16_bits(a: np.ndarray | None) -> np.ndarray | None:
+    """float32 values as the bit patterns (int16) of their bfloat16s."""
+    if a is None:
+        return None
+    import torch
+
+    return torch.from_numpy(a).to(torch.bfloat16).view(torch.int16).numpy()
+
+
+def _on_engine(engine: NativeEngine, a: np.ndarray, bf16: bool) -> Any:
+    """``a`` as the engine's buffer (the same memory); bfloat16 from its bit patterns."""
+    buf = engine.array(a)
+    return buf.view(engine.torch.bfloat16) if bf16 else buf
 
 
 class Driver:
@@ -102,7 +147,7 @@ class Driver:
         """Untimed: poison the output, restore an input the last call overwrote."""
         if c.out_np is not None:
             c.out_np.fill(POISON)
-        if c.out_np is None or c.spec.collective.layout.own_block_in_output:
+        if c.out_np is None or c.spec.collective in RESTORED:  # a reduce may clobber it
             np.copyto(c.in_np, c.values)
 
     def call(self, c: Cell, j: int) -> None:
@@ -125,12 +170,15 @@ class Driver:
         return time.perf_counter() - t0
 
     def check(self, c: Cell, j: int) -> None:
-        """Count the elements of the last call's result that are not exactly right."""
+        """Count the elements of the last call's result that are not exactly right (nothing
+        with ``check`` 0, nccl-tests' -c 0)."""
+        if not self.cfg.get("check", True):
+            return
         got = c.in_np if c.out_np is None else c.out_np
         if c.expected is not None:
             bad = int(np.count_nonzero(got != c.expected))
         elif c.algorithms[j][0] != NATIVE:  # ringtree's reduce leaves a non-root's input
-            bad = int(np.count_nonzero(got != c.values))
+            bad = int(np.count_nonzero(c.in_np != c.values))
         else:  # the engines promise nothing about a non-root's buffer
             bad = 0
         c.wrong[j] = max(c.wrong[j], bad)
@@ -148,14 +196,17 @@ class Driver:
         return [float(v) for v in out]
 
 
-def iteration_counts(cfg: dict[str, Any], pace_s: list[float]) -> list[int]:
-    """Timed calls per cell: ``iters``, or enough to fill ``budget_s`` per cell at the
-    warm-up's pace (``pace_s``: one round of the cell's algorithms), within
-    ``min_iters``..``max_iters``."""
+def iteration_counts(cfg: dict[str, Any], pace_s: list[float],
+                     budgets: list[float | None] | None = None) -> list[int]:
+    """Timed calls per cell: ``iters``, or enough to fill ``budget_s`` per cell (or the
+    cell's own budget in ``budgets``) at the warm-up's pace (``pace_s``: one round of the
+    cell's algorithms), within ``min_iters``..``max_iters``."""
     if cfg.get("iters"):
         return [int(cfg["iters"])] * len(pace_s)
-    lo, hi, budget = int(cfg["min_iters"]), int(cfg["max_iters"]), float(cfg["budget_s"])
-    return [max(lo, min(hi, math.ceil(budget / max(p, 1e-6)))) for p in pace_s]
+    lo, hi = int(cfg["min_iters"]), int(cfg["max_iters"])
+    every = [float(cfg["budget_s"]) if b is None else b for b in budgets or [None] * len(pace_s)]
+    return [max(lo, min(hi, math.ceil(b / max(p, 1e-6)))) for p, b in zip(pace_s, every,
+                                                                            strict=True)]
 
 
 def schedule_rounds(iters: list[int]) -> list[list[int]]:
@@ -201,14 +252,28 @@ def machine_load(start: dict[str, float] | None = None) -> dict[str, float]:
 
 
 def run_sweep(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Warm up and check every cell, agree on the calls, run them interleaved (sizes and
-    algorithms), check the last call of each; rank 0 notes progress in the progress file."""
+    """Measure the lines one after another (module doc), each line's cells interleaved;
+    rank 0 notes progress in the progress file."""
     if engine.backend == "gloo":
         engine.torch.set_num_threads(1)  # no spinning intra-op pool between timed calls
     drv = Driver(engine, api.transport_for(None), cfg)
     cells = [make_cell(engine, cfg, c) for c in cfg["cells"]]
+    lines = cfg.get("lines") or [list(range(len(cells)))]
     progress = os.environ.get(PROGRESS_ENV) if engine.rank == 0 else None
-    n_warm = max(int(cfg["warmup"]), 0 if cfg.get("iters") else 1)
+    folder = os.environ.get(LINES_ENV)
+    load_start, done = machine_load(), 0
+    for k, line in enumerate(lines):
+        done = measure_line(drv, [cells[i] for i in line], progress, done)
+        if folder:
+            _write_line(Path(folder), k, engine.rank, [_figures(cells[i]) for i in line])
+    return {"load": machine_load(load_start), "pid": os.getpid(),
+            "cells": [_figures(c) for c in cells]}
+
+
+def measure_line(drv: Driver, cells: list[Cell], progress: str | None, done: int) -> int:
+    """Warm up and check the cells, agree on their calls, run them interleaved (sizes and
+    algorithms), check the last call of each; returns the calls done so far."""
+    n_warm = max(int(drv.cfg["warmup"]), 0 if drv.cfg.get("iters") else 1)
     pace = []
     for c in cells:
         warm: list[list[float]] = [[] for _ in c.algorithms]
@@ -217,12 +282,10 @@ def run_sweep(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
                 warm[j].append(drv.timed(c, j))
                 drv.check(c, j)
         pace.append(sum(statistics.median(w) for w in warm) if n_warm else 0.0)
-    iters = iteration_counts(cfg, drv.agree_max(pace) if not cfg.get("iters") else pace)
-    rounds = schedule_rounds(iters)
-    load_start = machine_load()
-    total = sum(iters[c] * len(cells[c].algorithms) for c in range(len(cells)))
-    done = 0
-    for k, members in enumerate(rounds):
+    agreed = drv.agree_max(pace) if not drv.cfg.get("iters") else pace
+    iters = iteration_counts(drv.cfg, agreed, [c.budget_s for c in cells])
+    total = done + sum(iters[c] * len(cells[c].algorithms) for c in range(len(cells)))
+    for k, members in enumerate(schedule_rounds(iters)):
         calls = round_order(members, [len(cells[c].algorithms) for c in members], k)
         for c, j in calls:
             cell = cells[c]
@@ -232,16 +295,17 @@ def run_sweep(engine: NativeEngine, cfg: dict[str, Any]) -> dict[str, Any]:
         done += len(calls)
         if progress:
             Path(progress).write_text(f"{done} {total}\n")
-    load = machine_load(load_start)
-    return {
-        "load": load,
-        "cells": [
-            {
-                "count": c.count,
-                "algorithms": [
-                    {"times_s": t, "wrong": w} for t, w in zip(c.times_s, c.wrong, strict=True)
-                ],
-            }
-            for c in cells
-        ],
-    }
+    return done
+
+
+def _figures(c: Cell) -> dict[str, Any]:
+    """A cell's figures as the launcher reads them."""
+    return {"count": c.count, "algorithms": [
+        {"times_s": t, "wrong": w} for t, w in zip(c.times_s, c.wrong, strict=True)]}
+
+
+def _write_line(folder: Path, k: int, rank: int, figures: list[dict[str, Any]]) -> None:
+    """Line ``k``'s figures for the launcher, whole or not at all (written, then renamed)."""
+    tmp = folder / f".line{k}.rank{rank}.json"
+    tmp.write_text(json.dumps({"pid": os.getpid(), "cells": figures}))
+    tmp.rename(folder / f"line{k}.rank{rank}.json")

@@ -77,20 +77,11 @@ chunks = int_up_to(
 
 
 def size(text: str) -> int:
-    """A size in bytes: 4096, 64KB, 14GB, 64MiB."""
+    """A size in bytes: 4096, 4K (= 4096, as nccl-tests), 64KB, 14GB, 64MiB."""
     try:
         return parse_size(text)
     except RingtreeError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def nccl_tests_size(text: str) -> int:
-    """A size as nccl-tests' ``-b``/``-e`` read it: a bare K, M, G or T is a power of 1024
-    (``8G`` = 8 GiB); ``8GB`` (1e9) and ``8GiB`` keep their meaning."""
-    t = text.strip()
-    if t[-1:].upper() in ("K", "M", "G", "T") and t[:-1].strip().replace(".", "", 1).isdigit():
-        t = f"{t[:-1]}{t[-1].upper()}iB"
-    return size(t)
 
 
 def _convert(parse: Callable[[str], Any], text: str) -> Any:

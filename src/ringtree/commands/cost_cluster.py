@@ -47,9 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "with the NCCL model (its choice of algorithm, protocol and channels)",
     )
     A.add_nodes(g, "GPUs of each node in the job (default: all of the cluster's)")
-    g.add_argument("-b", "--minbytes", type=A.nccl_tests_size, default=None, metavar="MIN",
+    g.add_argument("-b", "--minbytes", type=A.size, default=None, metavar="MIN",
                    help="sweep from MIN bytes (nccl-tests' -b, its units: 8G = 8 GiB)")
-    g.add_argument("-e", "--maxbytes", type=A.nccl_tests_size, default=None, metavar="MAX",
+    g.add_argument("-e", "--maxbytes", type=A.size, default=None, metavar="MAX",
                    help="sweep up to MAX bytes (nccl-tests' -e, 8G = 8 GiB)")
     g.add_argument("-f", "--stepfactor", type=A.positive_number, default=2.0, metavar="F",
                    help="multiply the size by F each line (default 2)")

@@ -56,18 +56,19 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
-def check_ranks(n_ranks: int, force: bool) -> None:
+def check_ranks(n_ranks: int, force: bool, flag: str = "-n") -> None:
     """RingtreeError when ``n_ranks`` local processes are more than the cores can hold
-    (RANKS_PER_CORE per core, unless ``force``) or more than MAX_LOCAL_RANKS."""
+    (RANKS_PER_CORE per core, unless ``force``) or more than MAX_LOCAL_RANKS (``flag``:
+    the option that gave them, in the message)."""
     if n_ranks > MAX_LOCAL_RANKS:
         raise RingtreeError(
-            f"-n {n_ranks:,}: at most {MAX_LOCAL_RANKS:,} local processes, even with --force "
+            f"{flag} {n_ranks:,}: at most {MAX_LOCAL_RANKS:,} local processes, even with --force "
             "(each connects to every other; thousands exhaust the file and port limits)"
         )
     limit = RANKS_PER_CORE * cores()
     if n_ranks > limit and not force:
         raise RingtreeError(
-            f"-n {n_ranks:,}: {n_ranks:,} local processes on {cores()} cores is more than "
+            f"{flag} {n_ranks:,}: {n_ranks:,} local processes on {cores()} cores is more than "
             f"{RANKS_PER_CORE} per core (at most {limit}): they would queue for the cores and "
             "time noise; use fewer, or --force to start them anyway"
         )

@@ -2,9 +2,14 @@
 
 ``algorithm="auto"`` prices every algorithm the collective has (closed forms, so any N) and
 picks the lowest predicted time. ``RINGTREE_ALGO`` in the environment overrides it as
-``NCCL_ALGO`` does for NCCL: one name forces that algorithm, a comma-separated list restricts
-the choice to those names (``RINGTREE_ALGO=ring,tree``). The :class:`Choice` keeps every
-competing time, so callers can say why.
+``NCCL_ALGO`` does for NCCL, in its syntax (NCCL 2.24, ``parseList`` in src/graph/tuning.cc):
+one name forces that algorithm, a comma-separated list restricts the choice to those names
+(``RINGTREE_ALGO=ring,tree``), ``^name`` excludes, and ``;``-separated entries scope a list to
+one collective (``allreduce:ring;allgather:bruck``; only the first entry may go without a
+collective, and applies to the others). Where it leaves a collective no algorithm that can
+run -- none of the names is one of its algorithms (``ring`` for the barrier), or none can run
+with these ranks -- it is ignored for that collective, and the :class:`Choice` says so
+(``note``). The :class:`Choice` keeps every competing time, so callers can say why.
 
 Chunk counts. A pipelined algorithm (chain broadcast/reduce, binomial trees, the double binary
 tree) is priced with its best chunk count C among the powers of two up to ``MAX_CHUNKS`` (and
@@ -165,6 +170,7 @@ class Choice:
     automatic: what auto picks on its own (== chosen unless forced).
     candidates: every algorithm that could run, registration order; skipped: name -> reason.
     env: the RINGTREE_ALGO value that constrained the choice ("" when none).
+    note: why RINGTREE_ALGO was ignored for this collective ("" when it was not).
     """
 
     chosen: Candidate
@@ -173,6 +179,7 @@ class Choice:
     skipped: dict[str, str]
     forced: bool
     env: str = ""
+    note: str = ""
 
     @property
     def algorithm(self) -> str:
@@ -198,7 +205,7 @@ class Choice:
             f" (vs {others})" if others else ""
         )
         if not self.forced:
-            return line
+            return f"{line}; {self.note}" if self.note else line
         ch = self.chosen
         ratio = ch.time_s / auto.time_s if auto.time_s else 1.0
         return (
@@ -220,28 +227,50 @@ class Choice:
         }
 
 
-def env_algorithms(collective: Collective, env: Mapping[str, str]) -> tuple[str, list[str]]:
-    """The RINGTREE_ALGO value and the names it allows for ``collective`` ([] when unset).
+def env_algorithms(collective: Collective, env: Mapping[str, str]) -> tuple[str, list[str], str]:
+    """The RINGTREE_ALGO value, the names it allows for ``collective`` ([]: no constraint)
+    and, when it is ignored for ``collective`` (it names none of its algorithms), why.
 
-    RingtreeError when it names an unknown algorithm or none that ``collective`` has."""
+    RingtreeError when it names an unknown algorithm or collective, when a later entry has
+    no collective, or when an entry scoped to a collective names none of its algorithms."""
     raw = env.get(ENV_VAR, "").strip()
     if not raw:
-        return "", []
-    names = [x.strip().lower() for x in raw.split(",") if x.strip()]
+        return "", [], ""
     every = sorted({a for c in Collective for a in algorithms_for(c)})
-    unknown = [x for x in names if x not in every]
-    if unknown:
-        raise RingtreeError(
-            f"{ENV_VAR}={raw!r} names unknown algorithm {unknown[0]!r}: expected one or more "
-            f"of {', '.join(every)}, comma-separated"
-        )
     mine = algorithms_for(collective)
-    allowed = [x for x in names if x in mine]
+    entry: tuple[bool, list[str]] | None = None  # (excluding, names) for this collective
+    scoped = False
+    for i, part in enumerate(p.strip() for p in raw.split(";")):
+        prefix, _, names = part.rpartition(":")
+        if not prefix and i > 0:
+            raise RingtreeError(f"{ENV_VAR}={raw!r}: only the first entry may go without a "
+                                f"collective (as in NCCL_ALGO): write collective:{part}")
+        excluding = names.strip().startswith("^")
+        listed = [x.strip().lower() for x in names.strip().lstrip("^").split(",") if x.strip()]
+        unknown = [x for x in listed if x not in every] or ([] if listed else [names])
+        if unknown:
+            raise RingtreeError(
+                f"{ENV_VAR}={raw!r} names unknown algorithm {unknown[0]!r}: expected one or "
+                f"more of {', '.join(every)}, comma-separated"
+            )
+        if not prefix:
+            entry = (excluding, listed)
+            continue
+        col = Collective.parse(prefix)
+        if not excluding and not set(listed) & set(algorithms_for(col)):
+            raise RingtreeError(f"{ENV_VAR}={raw!r}: {col.value} has none of "
+                                f"{', '.join(listed)}: it has {', '.join(algorithms_for(col))}")
+        if col is collective:
+            entry, scoped = (excluding, listed), True
+    if entry is None:
+        return raw, [], ""
+    excluding, listed = entry
+    allowed = [a for a in mine if (a in listed) != excluding]
     if not allowed:
-        raise RingtreeError(
-            f"{ENV_VAR}={raw!r} allows no algorithm of {collective.value}: it has {', '.join(mine)}"
-        )
-    return raw, allowed
+        what = "leaves none" if excluding or scoped else "names none"
+        return raw, [], (f"{ENV_VAR}={raw} {what} of the {collective.value} algorithms "
+                         f"({', '.join(mine)}): ignored for it")
+    return raw, allowed, ""
 
 
 def choose(
@@ -260,7 +289,7 @@ def choose(
     """
     spec = spec or BuildSpec()
     col = check(collective, n_ranks, size_bytes, itemsize, spec)
-    raw, allowed = env_algorithms(col, os.environ if env is None else env)
+    raw, allowed, note = env_algorithms(col, os.environ if env is None else env)
     cands, skipped = candidates(col, n_ranks, size_bytes // itemsize, itemsize, spec, links,
                                 get_model(model))
     if not cands:
@@ -269,12 +298,12 @@ def choose(
             + "; ".join(f"{k}: {v}" for k, v in skipped.items())
         )
     automatic = fastest(cands, links, n_ranks, spec)
-    if not allowed:
-        return Choice(automatic, automatic, cands, skipped, forced=False)
     runnable = [c for c in cands if c.algorithm in allowed]
-    if not runnable:
+    if allowed and not runnable:
         name = allowed[0]
-        raise RingtreeError(f"{ENV_VAR}={raw} cannot run here: {skipped.get(name, name)}")
+        note = f"{ENV_VAR}={raw} cannot run here ({skipped.get(name, name)}): ignored"
+    if not runnable:
+        return Choice(automatic, automatic, cands, skipped, forced=False, env=raw, note=note)
     chosen = fastest(runnable, links, n_ranks, spec)
     return Choice(chosen, automatic, cands, skipped, forced=True, env=raw)
 
@@ -287,13 +316,3 @@ def engine_choice(
     ``root``, ``RINGTREE_ALGO`` = ``env`` ("": unset)."""
     return choose(collective, n_ranks, nbytes, link, itemsize=itemsize,
                   spec=BuildSpec(root=root), env={ENV_VAR: env} if env else {})
-
-
-def choice_for(
-    collective: Collective, n_ranks: int, nbytes: int, link: Link, itemsize: int, root: int,
-    env: str,
-) -> tuple[str, int | None]:
-    """``(algorithm, n_chunks)`` of :func:`engine_choice` (n_chunks None: not pipelined):
-    what the engine's auto runs."""
-    choice = engine_choice(collective, n_ranks, nbytes, link, itemsize, root, env)
-    return choice.algorithm, choice.chosen.n_chunks

@@ -196,7 +196,9 @@ def register_comm_hook(
     **options: Any,
 ) -> RecordingHook:
     """Check ``model`` (a process group exists; every gradient on one device), register
-    :func:`comm_hook` on it and return the hook; RingtreeError names what is wrong."""
+    :func:`comm_hook` on it and return the hook; RingtreeError names what is wrong. The
+    hook averages over ``state`` (a process group), by default the model's own
+    (``DistributedDataParallel(..., process_group=dp)``: over ``dp``)."""
     _group_or_error(state)
     check_one_device(getattr(model, "module", model))
     if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
@@ -204,6 +206,8 @@ def register_comm_hook(
             f"register_comm_hook needs a DistributedDataParallel model, got "
             f"{type(model).__name__}: wrap it in torch.nn.parallel.DistributedDataParallel"
         )
+    if state is None:  # DDP hands the hook the state given here, not its own group
+        state = model.process_group
     hook = comm_hook(algorithm, **options)
     model.register_comm_hook(state, hook)
     return hook

@@ -10,8 +10,11 @@ correct, but no measure of a GPU link. ``mpi``: one
 root). Each rank writes its result as JSON to ``<dir>/rank<r>.json``; the launcher waits for
 all, kills every process it started (its whole process group) when the time is up or when any
 rank fails, and returns the results with each rank's exit status and last error line. Nothing
-is left running. :func:`launch_body` runs a body function on every rank through the one rank
-main (:mod:`ringtree.procs.rank`), which ``run``, ``bench`` and ``lab`` give their bodies to.
+is left running, even when the launcher itself is killed (SIGKILL, no cleanup): every rank
+watches the launcher's process (RINGTREE_LAUNCHER_PID, :func:`watch_launcher`) and ends
+within WATCH_S of its death. :func:`launch_body` runs a body function on every rank through
+the one rank main (:mod:`ringtree.procs.rank`), which ``run``, ``bench`` and ``lab`` give their
+bodies to.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +39,10 @@ from ringtree.errors import RingtreeError
 
 BACKENDS = ("gloo", "nccl", "mpi")
 RESULT_DIR_ENV = "RINGTREE_RESULT_DIR"
+LAUNCHER_ENV = "RINGTREE_LAUNCHER_PID"
+#: How often a rank looks whether its launcher still lives: ranks end within this (plus
+#: their exit) of the launcher's death. A look is one kill(pid, 0) and one read of /proc.
+WATCH_S = 0.5
 
 
 @dataclass
@@ -128,7 +136,8 @@ def launch(
     if backend not in BACKENDS:
         raise RingtreeError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     with tempfile.TemporaryDirectory(prefix="ringtree-") as tmp:
-        base = {**os.environ, **(env or {}), RESULT_DIR_ENV: tmp, "PYTHONUNBUFFERED": "1"}
+        base = {**os.environ, **(env or {}), RESULT_DIR_ENV: tmp, "PYTHONUNBUFFERED": "1",
+                LAUNCHER_ENV: str(os.getpid())}
         # torchrun's policy: the ranks share this machine's cores (runtime/threads.py)
         base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
         errs = [Path(tmp) / f"stderr{r}.txt" for r in range(n)]
@@ -241,6 +250,45 @@ def _wait_all(procs: list[subprocess.Popen], timeout_s: float, tmp: Path, n: int
         if now > deadline or (failed_at is not None and now > failed_at + 5.0):
             return now > deadline
         time.sleep(0.02)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    try:  # Linux: a zombie answers kill(0); its state in /proc says Z
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def watch_launcher(interval_s: float = WATCH_S) -> threading.Thread | None:
+    """Rank side: a daemon thread that ends this process (exit status 1, one line on stderr)
+    once the launcher named by RINGTREE_LAUNCHER_PID is gone -- killed without the chance to
+    kill its ranks. A parent-pid watch rather than Linux's PR_SET_PDEATHSIG: it works on
+    every POSIX system, through mpirun (whose ranks are not the launcher's children), and
+    does not fire when the thread that started the rank ends. None when not launched by
+    :func:`launch`."""
+    try:
+        pid = int(os.environ.get(LAUNCHER_ENV, ""))
+    except ValueError:
+        return None
+
+    def watch() -> None:
+        while process_alive(pid):
+            time.sleep(interval_s)
+        sys.stderr.write(f"ringtree: error: the launcher (pid {pid}) is gone: rank exits\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="ringtree-launcher-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _kill_group(p: subprocess.Popen) -> None:

@@ -4,12 +4,16 @@ NCCL) and the MPI call that ringtree's result is checked against and timed again
 Every call is ``f(engine, inbuf, outbuf, op, root)`` on a :class:`~ringtree.procs.native.
 NativeEngine`'s buffers as :func:`~ringtree.procs.native.call_buffers` makes them from the
 collective's :class:`~ringtree.collectives.Layout` (``outbuf`` None: in place, or none on
-this rank), and leaves the result where ringtree's call leaves it. With equal blocks each is
-the engine's own call for the collective (``reduce_scatter_tensor``, ``Reduce_scatter_block``,
-``Alltoall`` ...: what the bench times, as nccl-tests does); with the uneven blocks ringtree
-also takes (np.array_split) it is the engine's general form of it (an all-reduce then the
-block: gloo has no uneven reduce-scatter; ``Allgatherv``, ``Alltoallv`` ...). gloo has no AVG
-and MPI none at all: they sum, then divide as ringtree does (floor division for integers).
+this rank), and leaves the result where ringtree's call leaves it. All-reduce, broadcast and
+reduce also take an output of their own (the bench's out-of-place lines, as nccl-tests'):
+MPI writes it; torch's API has no such call, so there its idiom runs, a copy then the
+in-place call. With equal blocks each is the engine's own call for the collective
+(``reduce_scatter_tensor``, ``Reduce_scatter_block``, ``Alltoall`` ...: what the bench times,
+as nccl-tests does); with the uneven blocks ringtree also takes (np.array_split) it is the
+engine's general form of it (an all-reduce then the block: gloo has no uneven reduce-scatter;
+``Allgatherv``, ``Alltoallv`` ...). gloo has no AVG and MPI none at all: they sum, then divide
+as ringtree does (floor division for integers). Every ReduceOp maps onto the engines' own
+(BAND/BOR/BXOR too; mpi4py's through :data:`ringtree.runtime.mpi.MPI_OPS`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ringtree.collectives import Collective, ReduceOp, block_bounds, block_sizes
+from ringtree.runtime.mpi import mpi_op
 
 #: ``f(engine, inbuf, outbuf, op, root)``: one engine's own call of one collective.
 NativeCall = Callable[[Any, Any, Any, ReduceOp, int], None]
@@ -60,7 +65,16 @@ def _torch_finish(op: ReduceOp, buf: Any, n: int) -> None:
             buf.div_(n, rounding_mode="floor")
 
 
+def _own_output(x: Any, out: Any) -> Any:
+    """The buffer torch's in-place call runs on: ``x``, or ``out`` holding a copy of it."""
+    if out is None:
+        return x
+    out.copy_(x)
+    return out
+
+
 def _torch_all_reduce(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    x = _own_output(x, out)
     e.dist.all_reduce(x, op=_dist_op(e, op))
     _torch_finish(op, x, e.size)
 
@@ -91,10 +105,13 @@ def _torch_all_gather(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None
 
 
 def _torch_broadcast(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
-    e.dist.broadcast(x, src=root)
+    e.dist.broadcast(_own_output(x, out) if e.rank == root else (x if out is None else out),
+                     src=root)
 
 
 def _torch_reduce(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
+    if e.rank == root:
+        x = _own_output(x, out)
     e.dist.reduce(x, dst=root, op=_dist_op(e, op))
     if e.rank == root:
         _torch_finish(op, x, e.size)
@@ -126,11 +143,6 @@ def _torch_barrier(e: Any, x: Any, out: Any, op: ReduceOp, root: int) -> None:
 
 
 # -- MPI --------------------------------------------------------------------------------------
-def _mpi_op(e: Any, op: ReduceOp) -> Any:
-    mpi = e.MPI
-    return {"sum": mpi.SUM, "product": mpi.PROD, "min": mpi.MIN, "max": mpi.MAX}[op.combine.value]
-
-
 def _mpi_finish(op: ReduceOp, buf: np.ndarray, n: int) -> None:
     """AVG: the sum divided by N, in place (floor division for integers)."""
     if op is ReduceOp.AVG:
@@ -141,15 +153,18 @@ def _mpi_finish(op: ReduceOp, buf: np.ndarray, n: int) -> None:
 
 
 def _mpi_all_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
-    e.comm.Allreduce(e.MPI.IN_PLACE, x, op=_mpi_op(e, op))
-    _mpi_finish(op, x, e.size)
+    if out is None:
+        e.comm.Allreduce(e.MPI.IN_PLACE, x, op=mpi_op(op))
+    else:
+        e.comm.Allreduce(x, out, op=mpi_op(op))
+    _mpi_finish(op, x if out is None else out, e.size)
 
 
 def _mpi_reduce_scatter(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:
     if _equal(x.size, e.size):
-        e.comm.Reduce_scatter_block(x, out, op=_mpi_op(e, op))
+        e.comm.Reduce_scatter_block(x, out, op=mpi_op(op))
     else:
-        e.comm.Reduce_scatter(x, out, recvcounts=block_sizes(x.size, e.size), op=_mpi_op(e, op))
+        e.comm.Reduce_scatter(x, out, recvcounts=block_sizes(x.size, e.size), op=mpi_op(op))
     _mpi_finish(op, out, e.size)
 
 
@@ -161,15 +176,18 @@ def _mpi_all_gather(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: 
 
 
 def _mpi_broadcast(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
-    e.comm.Bcast(x, root=root)
+    if out is not None and e.rank == root:  # MPI's broadcast is in place: copy first
+        out[...] = x
+    e.comm.Bcast(x if out is None else out, root=root)
 
 
 def _mpi_reduce(e: Any, x: np.ndarray, out: Any, op: ReduceOp, root: int) -> None:
     if e.rank == root:
-        e.comm.Reduce(e.MPI.IN_PLACE, x, op=_mpi_op(e, op), root=root)
-        _mpi_finish(op, x, e.size)
+        into = x if out is None else out
+        e.comm.Reduce(e.MPI.IN_PLACE if out is None else x, into, op=mpi_op(op), root=root)
+        _mpi_finish(op, into, e.size)
     else:
-        e.comm.Reduce(x, None, op=_mpi_op(e, op), root=root)
+        e.comm.Reduce(x, None, op=mpi_op(op), root=root)
 
 
 def _mpi_all_to_all(e: Any, x: np.ndarray, out: np.ndarray, op: ReduceOp, root: int) -> None:

@@ -3,7 +3,8 @@
 Started by :func:`ringtree.procs.launch.launch_body` once per rank. It joins the group
 (:class:`~ringtree.procs.native.NativeEngine`, from the launcher's environment), calls the
 body ``FUNCTION(engine, config)`` -- ``ringtree run``'s, the bench's, the DDP lab's -- and
-writes what the body returns where the launcher reads it. On an error it writes one line,
+writes what the body returns where the launcher reads it; it ends on its own when the
+launcher dies (:func:`~ringtree.procs.launch.watch_launcher`). On an error it writes one line,
 ``rank R: ErrorType: message``, with the time it happened (so that the launcher can put the
 first failure first), prints it to stderr and exits 1; an error that is not ringtree's or the
 engine's also prints its traceback (a bug). It exits without running the group's destructors,
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ringtree.errors import RingtreeError
-from ringtree.procs.launch import write_result
+from ringtree.procs.launch import watch_launcher, write_result
 from ringtree.procs.native import EngineError, NativeEngine
 from ringtree.runtime.errors import PeerError
 
@@ -51,6 +52,7 @@ def error_line(rank: int, e: BaseException) -> str:
 def main(body: Body, config: dict[str, Any]) -> int:
     """Run one rank of ``body`` as ``config`` says; returns the exit status."""
     rank = rank_from_environment(config["backend"])
+    watch_launcher()
     try:
         engine = NativeEngine(config["backend"], float(config.get("timeout_s", 60)))
         data = body(engine, config)

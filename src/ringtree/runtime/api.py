@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, Unpack
 
 import numpy as np
 
 from ringtree.collectives import Collective, ReduceOp, block_sizes
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError, RingtreeTypeError
 from ringtree.runtime import buffers, calls
 from ringtree.runtime.groups import Group, group_for, not_a_member_warning
 from ringtree.runtime.options import CallOptions, Options
@@ -43,9 +45,16 @@ class Work:
         self._future = future
         self._outputs = outputs
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the collective finished (``timeout`` seconds at most); True when done."""
-        self._future.result(timeout)
+    def wait(self, timeout: timedelta | float | None = None) -> bool:
+        """Block until the collective finished and re-raise its error; True when done.
+        ``timeout``: a timedelta, as torch's ``Work.wait`` takes it, or seconds; past it, a
+        RuntimeError (torch's "operation timed out"), the call still running."""
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        try:
+            self._future.result(seconds)
+        except FutureTimeout:
+            raise RuntimeError(f"ringtree: operation timed out after {seconds:g} s (it "
+                               "goes on: wait again)") from None
         return True
 
     def is_completed(self) -> bool:
@@ -116,46 +125,77 @@ def all_reduce(
 
 
 def reduce_scatter(
-    output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,  # noqa: A002
+    output: Any, input_list: Any, op: Any = ReduceOp.SUM, group: Any = None,
     async_op: bool = False, **options: Unpack[CallOptions],
 ) -> Work | None:
-    """Reduce ``input`` (S elements, every rank) and leave block r of the result in rank r's
-    ``output`` (blocks as np.array_split; S/N each when N divides S). ``input`` is untouched.
+    """Reduce, then scatter: rank r's ``output`` receives block r of op(x_0, ..., x_{N-1}).
+    ``input_list``: N tensors, block r being element r (torch's ``reduce_scatter``; costs one
+    copy), or one tensor of S elements (as :func:`reduce_scatter_single`). Inputs untouched.
 
-    Example, N=2, SUM: [1, 2] and [10, 20] -> rank 0 [11], rank 1 [22]. Ring: N-1 steps,
-    (N-1)/N * S bytes sent per rank -- half of an all-reduce. ``input`` may also be a list of
-    N tensors, block r being element r (torch's ``reduce_scatter``; costs one copy).
+    Example, N=2, SUM: [[1], [2]] and [[10], [20]] -> rank 0 [11], rank 1 [22]. Ring: N-1
+    steps, (N-1)/N * S bytes sent per rank -- half of an all-reduce.
     """
-    if isinstance(input, list | tuple):
+    if isinstance(input_list, list | tuple):
         g, opts = _member(group, options, "reduce-scatter")
         if g is None:
             return None
-        parts = list(input)
+        parts = list(input_list)
         with _refusing(g, Collective.REDUCE_SCATTER, opts, op):
             whole = buffers.concat(parts, g.size, "reduce-scatter input")
         return _call(Collective.REDUCE_SCATTER, whole, output, op, g, async_op, opts,
                      before=lambda: buffers.fill_from(whole, parts))
+    return _call(Collective.REDUCE_SCATTER, input_list, output, op, group, async_op, options)
+
+
+def reduce_scatter_single(
+    output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,  # noqa: A002
+    async_op: bool = False, **options: Unpack[CallOptions],
+) -> Work | None:
+    """Reduce ``input`` (S elements, every rank) and leave block r of the result in rank r's
+    ``output`` (blocks as np.array_split; S/N each when N divides S, which torch requires).
+    ``input`` is untouched. Example, N=2, SUM: [1, 2] and [10, 20] -> rank 0 [11], rank 1
+    [22]. torch 2.13's name; ``reduce_scatter_tensor`` is the same function."""
     return _call(Collective.REDUCE_SCATTER, input, output, op, group, async_op, options)
 
 
+#: torch's older name of :func:`reduce_scatter_single` (deprecated in torch 2.13).
+reduce_scatter_tensor = reduce_scatter_single
+
+
 def all_gather(
-    output: Any, input: Any, group: Any = None, async_op: bool = False,  # noqa: A002
+    tensor_list: Any, tensor: Any, group: Any = None, async_op: bool = False,
     **options: Unpack[CallOptions],
 ) -> Work | None:
-    """Concatenate every rank's ``input`` (block r of ``output``) into every ``output``, like
-    ``all_gather_into_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps,
-    (N-1)/N * S bytes sent per rank. ``output`` may also be a list of N tensors that receive
-    the blocks (torch's ``all_gather``; costs one copy)."""
-    if not isinstance(output, list | tuple):
-        return _call(Collective.ALL_GATHER, input, output, None, group, async_op, options)
+    """Gather every rank's ``tensor`` into every rank's ``tensor_list`` (element r from rank
+    r; torch's ``all_gather``, costs one copy), or into one tensor whose block r is rank r's
+    (as :func:`all_gather_single`). Example, N=2: [1] and [2] -> both [[1], [2]]. Ring: N-1
+    steps, (N-1)/N * S bytes sent per rank."""
+    if not isinstance(tensor_list, list | tuple):
+        return _call(Collective.ALL_GATHER, tensor, tensor_list, None, group, async_op, options)
     g, opts = _member(group, options, "all-gather")
     if g is None:
         return None
-    parts = list(output)
+    parts = list(tensor_list)
     with _refusing(g, Collective.ALL_GATHER, opts):
         whole = buffers.concat(parts, g.size, "all-gather output")
-    return _call(Collective.ALL_GATHER, input, whole, None, g, async_op, opts,
+    return _call(Collective.ALL_GATHER, tensor, whole, None, g, async_op, opts,
                  outputs=parts, after=lambda: buffers.split_into(whole, parts))
+
+
+def all_gather_single(
+    output_tensor: Any, input_tensor: Any, group: Any = None, async_op: bool = False,
+    **options: Unpack[CallOptions],
+) -> Work | None:
+    """Concatenate every rank's ``input_tensor`` (block r of ``output_tensor``) into every
+    ``output_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps, (N-1)/N * S
+    bytes sent per rank. torch 2.13's name; ``all_gather_into_tensor`` is the same
+    function. ``input_tensor`` may be this rank's block of ``output_tensor`` (in place)."""
+    return _call(Collective.ALL_GATHER, input_tensor, output_tensor, None, group, async_op,
+                 options)
+
+
+#: torch's older name of :func:`all_gather_single` (deprecated in torch 2.13).
+all_gather_into_tensor = all_gather_single
 
 
 def broadcast(
@@ -186,7 +226,9 @@ def collective(
 ) -> Work | None:
     """Any of the collectives by name, for drivers that loop over them (the bench, tests):
     ``input``/``output`` as the named function takes them (``output`` None for the in-place
-    ones; all-to-all as ``all_to_all_single``'s, even blocks; gather's ``output`` the root's
+    ones -- given, all-reduce, broadcast and reduce run out of place, from ``input`` into
+    ``output``, as nccl-tests' do and torch's API cannot; ``input`` is left as it was;
+    all-to-all as ``all_to_all_single``'s, even blocks; gather's ``output`` the root's
     whole buffer, None elsewhere; scatter's ``input`` the root's whole buffer, ignored
     elsewhere; the barrier takes neither), ``root`` a global rank (broadcast's ``src``,
     reduce's, gather's ``dst``, scatter's ``src``); ``op`` is ignored where the collective
@@ -200,6 +242,12 @@ def collective(
         return _scatter(output, input, (root, None), group, async_op, options)
     if c is Collective.BARRIER:
         return barrier(group, async_op, **options)
+    if output is not None and c in (Collective.ALL_REDUCE, Collective.BROADCAST,
+                                    Collective.REDUCE):
+        roots = None if c is Collective.ALL_REDUCE else (root, None, "src" if c is
+                                                          Collective.BROADCAST else "dst")
+        return _call(c, input, output, op if c.reduces else None, group, async_op,
+                     options, roots=roots)
     if c is Collective.ALL_REDUCE:
         return all_reduce(input, op, group, async_op, **options)
     if c is Collective.REDUCE_SCATTER:
@@ -263,8 +311,8 @@ def all_to_all(
     with _refusing(g, Collective.ALL_TO_ALL, opts):
         for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
             if len(parts) != g.size:
-                raise RingtreeError(f"{what} holds {len(parts)} tensors: expected one per "
-                                    f"rank ({g.size})")
+                raise RingtreeRuntimeError(f"{what} holds {len(parts)} tensors: expected one "
+                                           f"per rank ({g.size})")
         whole_in = buffers.join(ins, "input_tensor_list")
         whole_out = buffers.join(outs, "output_tensor_list")
     splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
@@ -283,7 +331,7 @@ def gather(
     torch), and only it gives ``gather_list``, N tensors of ``tensor``'s size. Example, N=2:
     [1] and [2] -> root [[1], [2]]. Binomial tree: ceil(log2 N) steps, the root receives
     (N-1)/N S (S: all N tensors); linear: N-1 steps of one tensor."""
-    return _gather(tensor, gather_list, _root(dst, group_dst), group, async_op, options)
+    return _gather(tensor, gather_list, root_of(dst, group_dst), group, async_op, options)
 
 
 def scatter(
@@ -295,17 +343,20 @@ def scatter(
     global rank) or ``group_src`` (default: global rank 0), and only it gives
     ``scatter_list``, N tensors of ``tensor``'s size. Example, N=2: root [[1], [2]] -> [1]
     and [2]. Binomial tree: ceil(log2 N) steps, the root sends (N-1)/N S; linear: N-1 steps."""
-    return _scatter(tensor, scatter_list, _root(src, group_src), group, async_op, options)
+    return _scatter(tensor, scatter_list, root_of(src, group_src), group, async_op, options)
 
 
 def barrier(
     group: Any = None, async_op: bool = False, device_ids: Sequence[int] | None = None,
-    **options: Unpack[CallOptions],
+    timeout: timedelta | float | None = None, **options: Unpack[CallOptions],
 ) -> Work | None:
     """Return once every rank of the group has called it. Dissemination: ceil(log2 N) rounds
     of one message per rank, each sent once its sender has heard the rounds before, so no
     rank leaves before all have entered; the messages are empty (one byte over NCCL, whose
-    device is ``device_ids[0]``, else the current one)."""
+    device is ``device_ids[0]``, else the current one). ``timeout``: as torch's (default:
+    the group's)."""
+    if timeout is not None:
+        options = {**options, "timeout": timeout}
     g, opts = _member(group, options, "barrier")
     if g is None:
         return None
@@ -330,8 +381,8 @@ def _member(group: Any, options: CallOptions | Options,
     return g, opts
 
 
-def _root(given: int | None, in_group: int | None) -> tuple[int | None, int | None]:
-    """torch's default root: global rank 0 when neither is given."""
+def root_of(given: int | None, in_group: int | None) -> tuple[int | None, int | None]:
+    """``(src, group_src)`` with torch's default root: global rank 0 when neither is given."""
     return (0, None) if given is None and in_group is None else (given, in_group)
 
 
@@ -417,5 +468,5 @@ def _split_elems(x: Any, sizes: Sequence[int] | None, n: int, what: str) -> tupl
         _check_rows(shape, n, what)
         return tuple(v * row for v in block_sizes(shape[0] if shape else 1, n))
     if any(not isinstance(v, int | np.integer) or isinstance(v, bool) for v in sizes):
-        raise RingtreeError(f"{what}_split_sizes must be whole numbers, got {list(sizes)}")
+        raise RingtreeTypeError(f"{what}_split_sizes must be whole numbers, got {list(sizes)}")
     return tuple(int(v) * row for v in sizes)

@@ -1,5 +1,5 @@
 """``algorithm="auto"`` in the engine: the link each transport's ranks see, priced by the shared
-selector (:func:`ringtree.cost.select.choice_for`).
+selector (:func:`ringtree.cost.select.engine_choice`).
 
 gloo (and the in-process transport): the ``loopback`` one-machine model; MPI between local
 processes: the ``mpi-shm`` one (both in :data:`ringtree.cost.links.LOCAL_HOSTS`, with their
@@ -8,7 +8,8 @@ measurements: as many ranks as cores see the link as measured, more see it slowe
 its share too, so a step with many peers costs more); NCCL: ``pcie4`` (a guess; the topology
 is not known here). So few steps and messages win at small sizes and when oversubscribed, few
 bytes (sent and reduced) at large sizes. RINGTREE_ALGO forces or restricts the choice, as
-NCCL_ALGO does for NCCL.
+NCCL_ALGO does for NCCL, per collective where it is scoped (``allreduce:ring``), and is
+ignored, with a WARN line, for a collective it leaves nothing to run.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from functools import lru_cache
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, on_cores
 from ringtree.cost.links import LOCAL_HOSTS, get_link
-from ringtree.cost.select import ENV_VAR, choice_for, engine_choice
+from ringtree.cost.select import ENV_VAR, engine_choice
 from ringtree.cost.terms import Link
+from ringtree.runtime import log
 
 
 def link_for(kind: str, cores: int | None = None) -> Link:
@@ -62,9 +64,11 @@ def _choose(
     kind: str,
 ) -> tuple[str, int | None]:
     """:func:`choose`, kept per call shape (each rank asks once per shape, DDP once per
-    bucket and step)."""
-    link = link_for(kind)
-    return choice_for(collective, n_ranks, nbytes, link, itemsize, root, env)
+    bucket and step). A RINGTREE_ALGO that does not apply to the call is logged once (WARN)."""
+    choice = engine_choice(collective, n_ranks, nbytes, link_for(kind), itemsize, root, env)
+    if choice.note:
+        log.warn_once(choice.note)
+    return choice.algorithm, choice.chosen.n_chunks
 
 
 def explain(

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ringtree.collectives import block_bounds
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError, RingtreeTypeError
 from ringtree.runtime.kernels import NUMPY_VIEWABLE, dtype_name
 
 
@@ -47,7 +47,7 @@ def flat(buf: Any, what: str, kind: str, writable: bool) -> Any:
             )
         return buf if buf.ndim == 1 else buf.reshape(-1)
     if not hasattr(buf, "is_contiguous"):
-        raise RingtreeError(
+        raise RingtreeTypeError(
             f"{what} must be a torch tensor or a numpy array, got {type(buf).__name__}"
         )
     arr = None if kind == "nccl" else _numpy_view(buf, what)
@@ -124,14 +124,14 @@ def concat(parts: Sequence[Any], n: int, what: str) -> Any:
     """An empty flat buffer for a list of N per-rank blocks (:func:`join`); RingtreeError
     unless there are N blocks of the np.array_split sizes of their total."""
     if len(parts) != n:
-        raise RingtreeError(
+        raise RingtreeRuntimeError(
             f"{what} is a list of {len(parts)} tensors: expected one per rank ({n})"
         )
     sizes = [numel(p) for p in parts]
     b = block_bounds(sum(sizes), n)
     want = [b[r + 1] - b[r] for r in range(n)]
     if sizes != want:
-        raise RingtreeError(f"{what} blocks have {sizes} elements: expected {want}")
+        raise RingtreeRuntimeError(f"{what} blocks have {sizes} elements: expected {want}")
     return join(parts, what)
 
 

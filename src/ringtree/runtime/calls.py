@@ -21,6 +21,7 @@ destination (linear, pairwise): forwarding another rank's block needs its size.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any, NoReturn
 
 from ringtree.algorithms import build
 from ringtree.collectives import Collective, Part, ReduceOp, Splits
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError
 from ringtree.events import CallRecord, Recorder
 from ringtree.runtime import auto, buffers, fingerprint, log
 from ringtree.runtime.errors import MismatchError, PeerError
@@ -93,9 +94,15 @@ def schedule(
 
 
 def parse_op(op: Any) -> ReduceOp:
-    """A ReduceOp from ringtree's, a name, or torch.distributed's ``ReduceOp.SUM``..."""
+    """A ReduceOp from ringtree's, a name, torch.distributed's ``ReduceOp.SUM``... or mpi4py's
+    ``MPI.SUM``, ``MPI.PROD``, ``MPI.MIN``, ``MPI.MAX``, ``MPI.BAND``, ``MPI.BOR``,
+    ``MPI.BXOR``; RingtreeTypeError (torch's TypeError) for anything else."""
     if isinstance(op, ReduceOp | str):
         return ReduceOp.parse(op)
+    if type(op).__module__.startswith("mpi4py"):
+        from ringtree.runtime.mpi import reduce_op
+
+        return reduce_op(op)
     name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
     return ReduceOp.parse(name)
 
@@ -309,15 +316,18 @@ def describe(group: Group, plan: CallPlan, opts: Options, slice_bytes: int) -> s
 
 def refuse(group: Group, col: Collective, op: Any, root: int, opts: Options,
            error: RingtreeError) -> NoReturn:
-    """Raise ``error``, why this rank cannot make the call: as it is when checks are off or
-    the group has one rank, else as a MismatchError once the peers have been told (a
-    "rejected" fingerprint, sent in turn after the group's earlier calls), so that they fail
-    now rather than at a timeout or on this rank's next call."""
+    """Raise ``error``, why this rank cannot make the call, of the type torch raises for it:
+    as it is when checks are off or the group has one rank, else prefixed with this rank once
+    the peers have been told (a "rejected" fingerprint, sent in turn after the group's
+    earlier calls), so that they fail now -- with a MismatchError naming this rank -- rather
+    than at a timeout or on this rank's next call."""
     if (opts.check or group.settings.check) == "off" or group.size == 1:
         raise error
     timeout_s = opts.timeout_s or group.settings.timeout_s
     group.submit(lambda: _reject(group, col, op, root, opts, timeout_s), async_op=False)
-    raise MismatchError(f"rank {group.rank}: {error}", ranks=[group.rank]) from None
+    own = copy.copy(error)  # torch's type (ValueError, TypeError, RuntimeError), as torch
+    own.args = (f"rank {group.rank}: {error}",)
+    raise own from None
 
 
 def _reject(group: Group, col: Collective, op: Any, root: int, opts: Options,
@@ -342,15 +352,16 @@ def validate(
     payload: the layout's element count S, or an all-to-all's Splits as this rank knows
     them."""
     check_dtype(dtype_name(x), op)
-    if y is not x and dtype_name(y) != dtype_name(x):
-        raise RingtreeError(
+    if y is not x and dtype_name(y) != dtype_name(x):  # torch: ValueError for all-to-all
+        error = RingtreeError if col is Collective.ALL_TO_ALL else RingtreeRuntimeError
+        raise error(
             f"output dtype {dtype_name(y)} differs from input dtype {dtype_name(x)}: "
             "they must match"
         )
     if y is not x and buffers.device(x) != buffers.device(y):
         raise RingtreeError(f"output is on {y.device}, input on {x.device}: they must match")
     if col.has_root and not 0 <= root < n:
-        raise RingtreeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
+        raise RingtreeRuntimeError(f"root rank {root} is not a rank of this group (0..{n - 1})")
     if splits is not None:
         return _all_to_all_splits(x, y, n, rank, splits)
     lay = col.layout
@@ -359,7 +370,7 @@ def validate(
     for side, got, want in (("input", n_in, lay.input_elems(count, n, rank, root)),
                             ("output", n_out, lay.output_elems(count, n, rank, root))):
         if want is not None and got != want:
-            raise RingtreeError(_wrong_size(col, side, got, want, count, n, rank))
+            raise RingtreeRuntimeError(_wrong_size(col, side, got, want, count, n, rank))
     return count
 
 
@@ -387,12 +398,12 @@ def _all_to_all_splits(x: Any, y: Any, n: int, rank: int, splits: RankSplits) ->
     for what, sizes, total, side in (("input", sent, count, "sends"),
                                      ("output", received, got, "receives")):
         if len(sizes) != n or any(v < 0 for v in sizes):
-            raise RingtreeError(
+            raise RingtreeRuntimeError(
                 f"{what}_split_sizes {list(sizes)} must hold {n} sizes >= 0 (what this rank "
                 f"{side}, per rank)"
             )
         if sum(sizes) != total:
-            raise RingtreeError(
+            raise RingtreeRuntimeError(
                 f"{what}_split_sizes add up to {sum(sizes)} elements; the {what} holds {total}"
             )
     return Splits.seen_by(rank, sent, received)

@@ -3,7 +3,8 @@
 ``PeerError``: a peer died or stopped answering; raised on every surviving rank within the
 call's timeout, naming the peer and the step. ``MismatchError``: ranks called with different
 arguments (collective, size, dtype, algorithm, op, root), found by the fingerprint exchange;
-it names the ranks that disagree. Bad local input is a plain :class:`ringtree.RingtreeError`.
+it names the ranks that disagree. Bad local input is a :class:`ringtree.RingtreeError` of the
+type torch raises for it (ValueError, TypeError or RuntimeError).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ class PeerError(RuntimeError):
         self.rank, self.peer, self.step = rank, peer, step
 
 
-class MismatchError(RingtreeError):
+class MismatchError(RingtreeError, RuntimeError):
     """Ranks called a collective with different arguments; ``ranks`` are those that disagree
-    with the majority (or with rank 0 when there is no majority)."""
+    with the majority (or with rank 0 when there is no majority). A RuntimeError too, as
+    torch's backends raise for calls that do not match (gloo's size checks,
+    TORCH_DISTRIBUTED_DEBUG=DETAIL's "Detected mismatch between collectives")."""
 
     def __init__(self, message: str, *, ranks: list[int]) -> None:
         super().__init__(message)

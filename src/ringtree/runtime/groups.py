@@ -12,26 +12,41 @@ returns None on a rank that is not a member (torch's ``GroupMember.NON_GROUP_MEM
 Global ranks are torch's (or, under MPI, COMM_WORLD's); a Transport passed directly is its own
 world. Nothing here depends on what other groups exist, and a rank that is not a member never
 takes part in making a group.
+
+Coming late: every rank numbers the group's calls alike. A call that raises PeerError sends
+the peers a give-up notice (:meth:`Transport.give_up`: the call's number, the rank waited
+for); a peer whose own call then fails says that rank gave up instead of "died"; and where a
+late peer could finish the abandoned call on the messages sent before the give-up
+(``Transport.stale_sends``: MPI) the group reads the notices before a call, at most every
+PROBE_S, and fails like its peers. So a rank that comes more than PROBE_S after a peer gave up
+fails too (within PROBE_S of it, it may finish the call on the messages already sent).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
+import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ringtree import config
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError, RingtreeTypeError
+from ringtree.runtime.errors import PeerError
 from ringtree.runtime.transport import Transport
 
 #: torch's marker for "this rank is not in the group" (``GroupMember.NON_GROUP_MEMBER``).
 _TORCH_NON_MEMBER = -100
 #: The most call plans a group keeps (a program that varies its sizes endlessly clears it).
 MAX_PLANS = 4096
+#: How often at most a group whose transport has ``stale_sends`` reads its peers' give-up
+#: notices before a call (one MPI Iprobe, ~0.5 us: at most 5 us a second).
+PROBE_S = 0.1
+_clock = time.perf_counter
 
 
 @dataclass(frozen=True)
@@ -46,10 +61,14 @@ class Settings:
     duplex: bool
 
     @classmethod
-    def from_environment(cls) -> Settings:
-        """The settings the environment asks for now; RingtreeError names a bad variable."""
+    def from_environment(cls, timeout_s: float | None = None) -> Settings:
+        """The settings the environment asks for now; RingtreeError names a bad variable.
+        ``timeout_s``: the group's own timeout (a torch process group's), which stands unless
+        RINGTREE_TIMEOUT is set; without either, RINGTREE_TIMEOUT's default."""
+        if timeout_s is None or config.is_set("RINGTREE_TIMEOUT"):
+            timeout_s = config.read("RINGTREE_TIMEOUT")
         return cls(
-            timeout_s=config.read("RINGTREE_TIMEOUT"),
+            timeout_s=timeout_s,
             check=config.read("RINGTREE_CHECK"),
             slice_bytes=config.read("RINGTREE_SLICE_BYTES"),
             algo=config.read("RINGTREE_ALGO"),
@@ -80,6 +99,8 @@ class Group:
         self._index = {g: r for r, g in enumerate(global_ranks)}
         self._runner: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
+        #: calls submitted so far (every rank numbers them alike); when notices were read
+        self.calls, self._probed, self._stale = 0, -math.inf, transport.stale_sends
 
     @property
     def global_rank(self) -> int:
@@ -87,10 +108,13 @@ class Group:
         return self.global_ranks[self.rank]
 
     def group_rank(self, global_rank: int, what: str) -> int:
-        """The group rank of ``global_rank``; RingtreeError when it is not a member."""
+        """The group rank of ``global_rank``; RingtreeError when it is not a member, of
+        torch's type: RuntimeError on a group of every rank (gloo's "invalid root rank"),
+        ValueError on a subgroup (torch's get_group_rank)."""
         r = self._index.get(global_rank)
         if r is None:
-            raise RingtreeError(
+            whole = self.global_ranks == tuple(range(self.size))
+            raise (RingtreeRuntimeError if whole else RingtreeError)(
                 f"{what}={global_rank} is not a rank of this group: its global ranks are "
                 f"{_ranks_text(self.global_ranks)} (use group_{what}= for a rank within the group)"
             )
@@ -105,13 +129,16 @@ class Group:
         if global_root is None and group_root is None:
             raise RingtreeError(f"give the root: {what}= (a global rank) or group_{what}=")
         if group_root is not None:
-            if not isinstance(group_root, int) or not 0 <= group_root < self.size:
-                raise RingtreeError(
+            if not isinstance(group_root, int) or isinstance(group_root, bool):
+                raise RingtreeTypeError(f"group_{what} must be a rank (an int), got "
+                                        f"{group_root!r}")
+            if not 0 <= group_root < self.size:
+                raise RingtreeRuntimeError(
                     f"group_{what}={group_root!r} is not a rank of this group (0..{self.size - 1})"
                 )
             return group_root
-        if not isinstance(global_root, int):
-            raise RingtreeError(f"{what} must be a rank (an int), got {global_root!r}")
+        if not isinstance(global_root, int) or isinstance(global_root, bool):
+            raise RingtreeTypeError(f"{what} must be a rank (an int), got {global_root!r}")
         return self.group_rank(global_root, what)
 
     def submit(self, fn: Any, async_op: bool) -> Future | None:
@@ -122,16 +149,54 @@ class Group:
         if pending:
             pending[:] = [f for f in pending if not f.done()]
         if not async_op and not pending:
-            fn()
+            self._guarded(fn)
             return None
         if self._runner is None:
             self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ringtree")
-        fut = self._runner.submit(fn)
+        fut = self._runner.submit(self._guarded, fn)
         pending.append(fut)
         if async_op:
             return fut
         fut.result()
         return None
+
+    def _guarded(self, fn: Any) -> None:
+        """Run call ``fn`` with the give-up notices of the module doc (~0.2 us a call)."""
+        self.calls += 1
+        try:
+            if self._stale and _clock() - self._probed > PROBE_S:
+                self._probed = _clock()
+                if self.transport.given_up():
+                    raise self._gave_up_error(None)
+            fn()
+        except PeerError as e:
+            self.transport.give_up(self.calls, e.peer)
+            raise self._gave_up_error(e) from None
+
+    def _gave_up_error(self, error: PeerError | None) -> PeerError:
+        """``error`` told as it happened when peers gave up: which peer gave up on which call,
+        waiting for whom -- when one gave up waiting for this rank, or is the one this rank
+        waited for (else ``error`` as it is). None: a call found the notices before it ran."""
+        notes = {p: n for p, n in self.transport.given_up().items()
+                 if n[1] == self.rank or error is None or p == error.peer}
+        if not notes:
+            assert error is not None
+            return error
+        told = []
+        for peer, (call, waited) in sorted(notes.items()):
+            whom = "this rank" if waited == self.rank else f"rank {waited}"
+            when = "this call" if call == self.calls else f"call {call} on this group"
+            told.append(f"rank {peer} gave up on {when} while it waited for {whom} (its "
+                        "timeout ran out)")
+        where = ""
+        if error is not None:  # "rank R: <label step s of n>: <what happened>"
+            parts = str(error).split(": ", 2)
+            where = f"{parts[1]}: " if len(parts) == 3 else ""
+        return PeerError(
+            f"rank {self.rank}: {where}{'; '.join(told)}; the group cannot be used again",
+            rank=self.rank, peer=min(notes) if error is None else error.peer,
+            step=0 if error is None else error.step,
+        )
 
     def remember(self, key: tuple, plan: Any) -> None:
         """Keep ``plan`` for calls of shape ``key`` (the cache is cleared when full)."""
@@ -198,7 +263,7 @@ def group_for(handle: Any, timeout_s: float | None = None) -> Group | None:
     with _lock:
         group = _known(handle)
         if group is None:
-            settings = Settings.from_environment()
+            settings = Settings.from_environment(_own_timeout(handle))
             wait_s = settings.timeout_s if timeout_s is None else timeout_s
             group = _make(handle, settings, wait_s)
             _keep(handle, group)
@@ -282,6 +347,15 @@ def _mpi_launched() -> bool:
 
 def _is_mpi_comm(handle: Any) -> bool:
     return type(handle).__module__.startswith("mpi4py")
+
+
+def _own_timeout(handle: Any) -> float | None:
+    """A torch process group's own timeout (None for communicators and transports)."""
+    if isinstance(handle, Transport) or _is_mpi_comm(handle):
+        return None
+    from ringtree.runtime.torch_dist import group_timeout_s
+
+    return group_timeout_s(handle)
 
 
 def _make(handle: Any, settings: Settings, timeout_s: float) -> Group:

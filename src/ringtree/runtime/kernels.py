@@ -15,13 +15,16 @@ from typing import Any
 import numpy as np
 
 from ringtree.collectives import ReduceOp
-from ringtree.errors import RingtreeError
+from ringtree.errors import RingtreeError, RingtreeRuntimeError
 
 _NP_UFUNCS = {
     ReduceOp.SUM: np.add,
     ReduceOp.PRODUCT: np.multiply,
     ReduceOp.MIN: np.minimum,
     ReduceOp.MAX: np.maximum,
+    ReduceOp.BAND: np.bitwise_and,
+    ReduceOp.BOR: np.bitwise_or,
+    ReduceOp.BXOR: np.bitwise_xor,
 }
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -29,11 +32,15 @@ INT_DTYPES = ("int8", "uint8", "int16", "int32", "int64")
 COMPLEX_DTYPES = ("complex64", "complex128")
 #: Every dtype the engine moves; the reducing collectives accept the subset in REDUCIBLE.
 DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool", *COMPLEX_DTYPES)
-#: Which pairwise operations each dtype family supports (AVG combines as SUM).
+_ARITHMETIC = frozenset(o for o in ReduceOp if not o.bitwise)
+_BITWISE = frozenset(o for o in ReduceOp if o.bitwise)
+#: Which pairwise operations each dtype family supports (AVG combines as SUM): the bitwise
+#: ones integers and bool only, as torch's gloo (bool: and, or, xor, min, max).
 REDUCIBLE = {
-    **{d: frozenset(ReduceOp) for d in FLOAT_DTYPES + INT_DTYPES},
+    **{d: _ARITHMETIC for d in FLOAT_DTYPES},
+    **{d: frozenset(ReduceOp) for d in INT_DTYPES},
     **{d: frozenset({ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.AVG}) for d in COMPLEX_DTYPES},
-    "bool": frozenset({ReduceOp.MIN, ReduceOp.MAX}),
+    "bool": frozenset({ReduceOp.MIN, ReduceOp.MAX}) | _BITWISE,
 }
 
 
@@ -57,12 +64,17 @@ def dtype_name(buf: Any) -> str:
 
 
 def check_dtype(name: str, op: ReduceOp | None) -> None:
-    """Raise RingtreeError unless the engine can move ``name`` (and reduce it with ``op``)."""
+    """Raise RingtreeError unless the engine can move ``name`` (and reduce it with ``op``),
+    of torch's type: RuntimeError for a dtype gloo does not move and for a bitwise op on a
+    dtype that is not an integer, ValueError for the rest (complex max, as torch)."""
     if name not in DTYPES:
-        raise RingtreeError(f"dtype {name} is not supported: expected one of {', '.join(DTYPES)}")
+        raise RingtreeRuntimeError(
+            f"dtype {name} is not supported: expected one of {', '.join(DTYPES)}"
+        )
     if op is not None and op not in REDUCIBLE[name]:
         ok = ", ".join(o.value for o in ReduceOp if o in REDUCIBLE[name])
-        raise RingtreeError(f"dtype {name} cannot be reduced with {op.value}: it accepts {ok}")
+        error = RingtreeRuntimeError if op.bitwise else RingtreeError
+        raise error(f"dtype {name} cannot be reduced with {op.value}: it accepts {ok}")
 
 
 class NumpyKernels:
@@ -108,6 +120,9 @@ class TorchKernels:
             ReduceOp.PRODUCT: torch.mul,
             ReduceOp.MIN: torch.minimum,
             ReduceOp.MAX: torch.maximum,
+            ReduceOp.BAND: torch.bitwise_and,
+            ReduceOp.BOR: torch.bitwise_or,
+            ReduceOp.BXOR: torch.bitwise_xor,
         }
 
     def empty(self, n: int, like: Any) -> Any:

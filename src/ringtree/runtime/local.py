@@ -42,14 +42,20 @@ class LocalWorld:
         self._recvs: dict[tuple[int, int, int], deque] = {}
         self.failed: dict[int, str] = {}
         self._control: LocalWorld | None = None
+        self._channels: dict[int, LocalWorld] = {}
 
     def control(self) -> LocalWorld:
         """A sibling world for control messages (fingerprints), made on first use."""
+        return self.channel(-1)
+
+    def channel(self, tag: int) -> LocalWorld:
+        """A sibling world for the messages of ``tag`` (-1: control), made on first use."""
         with self._lock:
-            if self._control is None:
-                self._control = LocalWorld(self.size)
-                self._control.failed = self.failed  # a failed rank fails both
-            return self._control
+            world = self._channels.get(tag)
+            if world is None:
+                world = self._channels[tag] = LocalWorld(self.size)
+                world.failed = self.failed  # a failed rank fails every channel
+            return world
 
     def transport(self, rank: int) -> LocalTransport:
         """Rank ``rank``'s transport."""
@@ -100,12 +106,24 @@ class LocalTransport(Transport):
         super().__init__(rank, world.size)
         self.world = world
         self._control: LocalTransport | None = None
+        self._channels: dict[int, LocalTransport] = {}
 
     def control(self) -> LocalTransport:
         """This rank's end of the world's control sibling (made on first use)."""
         if self._control is None:
             self._control = self.world.control().transport(self.rank)
         return self._control
+
+    def channel(self, tag: int) -> LocalTransport:
+        """This rank's end of the world's sibling for messages of ``tag``."""
+        end = self._channels.get(tag)
+        if end is None:
+            end = self._channels[tag] = self.world.channel(tag).transport(self.rank)
+        return end
+
+    def done(self, req: _Request) -> bool:
+        """Whether ``req`` has completed."""
+        return req.done.is_set()
 
     def _send(self, buf: Buffer, peer: int, tag: int) -> _Request:
         return self.world.post(self.rank, peer, buf, True, tag)

@@ -76,3 +76,15 @@ def info_enabled() -> bool:
 def info(rank: int, message: str) -> None:
     """Log ``message`` at INFO, tagged with ``rank``."""
     LOGGER.info(message, extra={"rank": rank})
+
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Log ``message`` at WARN, once per process (a setting that does not apply, say)."""
+    if message in _warned:
+        return
+    _warned.add(message)
+    configure()
+    LOGGER.warning(message)

@@ -5,6 +5,12 @@ wheel or the system's). Buffers are numpy arrays or CPU torch tensors, sent as b
 every dtype travels (bfloat16 included). MPI has no wait-with-timeout, so waits poll
 ``Test`` and yield the CPU between polls (as MPI itself does when oversubscribed); after the
 deadline they raise TransportTimeout. A dead peer usually makes the MPI launcher end the job.
+
+A rank that gives up on a call (PeerError after its timeout) cannot take back the messages it
+sent: small ones are delivered eagerly, and a peer that comes late would match them and
+finish the call as if nothing were wrong. So it sends every peer a give-up notice (tag
+NOTICE_TAG: the call's number and the rank it waited for), which the group reads before its
+calls (Iprobe, ~0.5 us, at most every PROBE_S: :class:`ringtree.runtime.groups.Group`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ringtree.collectives import ReduceOp
+from ringtree.errors import RingtreeError, RingtreeTypeError
 from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 
 #: Tag of messages posted without one; a call's data messages carry its shape's tag
@@ -23,9 +31,37 @@ TAG = 0x5254
 #: Tag of fingerprint exchanges: MPI matches messages by source, tag and communicator, so
 #: control messages never meet data ones, and no collective call is needed to set them up.
 CONTROL_TAG = TAG + 1
+#: Tag of give-up notices (module doc).
+NOTICE_TAG = TAG + 2
+#: The program's point-to-point messages of tag t travel with tag P2P_TAG + t.
+P2P_TAG = 1 << 16
 #: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
 #: in well under a millisecond, and a yield can hand the core away for a whole time slice.
 SPIN_S = 5e-5
+
+
+#: mpi4py's name of each pairwise operation (AVG combines as SUM, then divides).
+MPI_OPS = {ReduceOp.SUM: "SUM", ReduceOp.PRODUCT: "PROD", ReduceOp.MIN: "MIN",
+           ReduceOp.MAX: "MAX", ReduceOp.BAND: "BAND", ReduceOp.BOR: "BOR", ReduceOp.BXOR: "BXOR"}
+
+
+def mpi_op(op: ReduceOp) -> Any:
+    """mpi4py's ``MPI.Op`` for ``op`` (AVG: MPI.SUM; divide after)."""
+    from mpi4py import MPI
+
+    return getattr(MPI, MPI_OPS[op.combine])
+
+
+def reduce_op(op: Any) -> ReduceOp:
+    """The ReduceOp of one of mpi4py's predefined ops; RingtreeTypeError (torch's TypeError
+    for an op it does not know) for the others (MPI.LAND, MAXLOC, user-defined ops)."""
+    from mpi4py import MPI
+
+    for ours, name in MPI_OPS.items():
+        if op == getattr(MPI, name):
+            return ours
+    raise RingtreeTypeError(f"this MPI op has no ringtree counterpart: expected one of "
+                            f"{', '.join('MPI.' + n for n in MPI_OPS.values())}")
 
 
 def _bytes_view(buf: Buffer) -> np.ndarray:
@@ -45,6 +81,7 @@ class MpiTransport(Transport):
     #: it is until the receiver copies it), so every landing over sent data goes in place: a
     #: 1 MiB ring all-reduce on 2 ranks saves its 512 KiB copy (~25 us of ~250).
     in_place_min_bytes = 0
+    stale_sends = True
 
     def __init__(self, comm: Any = None, tag: int = TAG, control: Transport | None = None) -> None:
         from mpi4py import MPI
@@ -60,6 +97,9 @@ class MpiTransport(Transport):
         sharing = int(local) if local else self.size
         # more ranks than cores: never spin, a spinning rank holds the core its peer needs
         self.spin_s = SPIN_S if sharing <= (os.cpu_count() or 1) else 0.0
+        self._notices: dict[int, tuple[int, int]] = {}
+        self._channels: dict[int, MpiTransport] = {}
+        self._sent_notices: list[tuple[Any, np.ndarray]] = []  # kept until MPI sends them
 
     @classmethod
     def open(cls, comm: Any) -> MpiTransport:
@@ -96,3 +136,62 @@ class MpiTransport(Transport):
                 if now > deadline:
                     raise TransportTimeout
                 os.sched_yield()
+
+    def channel(self, tag: int) -> MpiTransport:
+        """The transport of the program's messages of ``tag`` (MPI tag P2P_TAG + tag)."""
+        end = self._channels.get(tag)
+        if end is None:
+            upper = self.comm.Get_attr(self._MPI.TAG_UB)
+            if not 0 <= tag <= upper - P2P_TAG:
+                raise RingtreeError(f"tag={tag} is out of range: 0..{upper - P2P_TAG} under "
+                                    "this MPI")
+            end = self._channels[tag] = MpiTransport(self.comm, tag=P2P_TAG + tag)
+        return end
+
+    def done(self, req: Any) -> bool:
+        """``req.Test()`` (a completed request is freed: test it once)."""
+        return bool(req.Test())
+
+    def recv_any(self, buf: Buffer) -> Any:
+        """An ``Irecv`` from MPI.ANY_SOURCE, with the status that names the sender."""
+        return _AnySource(self.comm.Irecv([_bytes_view(buf), self._MPI.BYTE],
+                                          source=self._MPI.ANY_SOURCE, tag=self.tag),
+                          self._MPI.Status())
+
+    def source(self, req: Any) -> int:
+        """The sender of a completed :meth:`recv_any`."""
+        return int(req.status.Get_source())
+
+    def give_up(self, call: int, waited_for: int) -> None:
+        """Post a notice to every peer (never waited: an eager message, sent once)."""
+        note = np.array([call, waited_for], dtype=np.int64)
+        for peer in range(self.size):
+            if peer != self.rank:
+                req = self.comm.Isend([note, self._MPI.INT64_T], dest=peer, tag=NOTICE_TAG)
+                self._sent_notices.append((req, note))
+
+    def given_up(self) -> dict[int, tuple[int, int]]:
+        """Read the notices that have come: two Iprobes when none has (after a pause, Open
+        MPI's first one only pulls the message in from shared memory, and says none)."""
+        MPI, status = self._MPI, self._MPI.Status()
+        misses = 0
+        while misses < 2:
+            if not self.comm.Iprobe(MPI.ANY_SOURCE, NOTICE_TAG, status):
+                misses += 1
+                continue
+            note = np.empty(2, dtype=np.int64)
+            self.comm.Recv([note, MPI.INT64_T], source=status.Get_source(), tag=NOTICE_TAG)
+            self._notices.setdefault(status.Get_source(), (int(note[0]), int(note[1])))
+        return dict(self._notices)
+
+
+class _AnySource:
+    """An any-source receive: ``Test`` fills the status that says who sent."""
+
+    __slots__ = ("req", "status")
+
+    def __init__(self, req: Any, status: Any) -> None:
+        self.req, self.status = req, status
+
+    def Test(self) -> bool:  # noqa: N802 - mpi4py's name, which the waits call
+        return bool(self.req.Test(self.status))

@@ -1,7 +1,9 @@
 """The options every collective takes beyond torch.distributed's own arguments, validated once.
 
 ``algorithm``: "auto" (default) or a registered algorithm; ``timeout``: seconds (or a
-timedelta) for the whole call, default RINGTREE_TIMEOUT; ``check``: mismatch detection,
+timedelta) for the whole call, default the group's (RINGTREE_TIMEOUT when set, else a torch
+group's own timeout, else 300 s: :class:`ringtree.runtime.groups.Settings`); ``check``:
+mismatch detection,
 "first" (the default: the first call of each call shape on a group), "always", False/"off",
 True = "always"; ``n_chunks``: the schedule's pipeline depth; ``ranks_per_node``: the node
 size for hierarchical algorithms (default: from the launcher); ``slice_bytes``: the largest

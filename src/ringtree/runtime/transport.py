@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from ringtree.errors import RingtreeError
+
 Buffer = Any  # a 1-D contiguous view: numpy.ndarray or torch.Tensor
 Request = Any  # whatever the engine returns for a posted operation
 
@@ -107,6 +109,43 @@ class Transport(ABC):
     def wait(self, req: Request, timeout_s: float) -> None:
         """Block until ``req`` completes. Raises TransportTimeout after ``timeout_s`` seconds,
         TransportClosed if the peer's connection broke."""
+
+    #: Sends complete before the peer posts the matching receive (MPI's eager messages), so
+    #: a peer that comes after this rank gave up on a call can match the call's messages and
+    #: finish it as if nothing were wrong: the group then looks for the peers' give-up
+    #: notices before its calls (:class:`ringtree.runtime.groups.Group`).
+    stale_sends: bool = False
+
+    def give_up(self, call: int, waited_for: int) -> None:
+        """Tell the peers, without blocking and as far as the engine can, that this rank gave
+        up on the group's call number ``call`` (it raised PeerError) while it waited for group
+        rank ``waited_for``. Nothing where ranks cannot come late (one process's threads)."""
+        return None
+
+    def given_up(self) -> dict[int, tuple[int, int]]:
+        """The peers' give-up notices received so far: ``{peer: (call, rank it waited for)}``
+        (empty where :meth:`give_up` sends nothing)."""
+        return {}
+
+    def channel(self, tag: int) -> Transport:
+        """The transport of the program's own point-to-point messages of ``tag``
+        (:mod:`ringtree.runtime.p2p`): a channel of their own, so that they never match the
+        engine's messages, whatever calls are in flight. RingtreeError where there is none."""
+        raise RingtreeError(f"the {self.kind} transport carries no point-to-point messages")
+
+    def done(self, req: Request) -> bool:
+        """Whether ``req`` has completed, without waiting (the p2p channels' requests)."""
+        raise RingtreeError(f"the {self.kind} transport cannot test a request")
+
+    def recv_any(self, buf: Buffer) -> Request:
+        """Post a receive from whichever peer sends first; :meth:`source` says which once it
+        has completed. RingtreeError where the engine cannot (torch's src=None)."""
+        raise RingtreeError(f"the {self.kind} transport receives from a given rank only: "
+                            "pass src=")
+
+    def source(self, req: Request) -> int:
+        """The group rank a completed :meth:`recv_any` came from."""
+        raise RingtreeError(f"the {self.kind} transport receives from a given rank only")
 
     def control(self) -> Transport:
         """The transport that fingerprint exchanges travel on: a channel of its own where the

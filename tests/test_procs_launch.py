@@ -1,0 +1,76 @@
+"""The launcher (ringtree.procs.launch): ranks end within 5 s of their launcher's death, even
+when it is SIGKILLed and cannot kill them (gloo ranks are its children in sessions of their
+own; MPI's are mpirun's); process_alive tells a zombie from a live process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from needs import MPI_MISSING
+from ringtree.procs.launch import process_alive
+
+HERE = Path(__file__).parent
+LAUNCHER = """
+import json, sys
+from ringtree.procs.launch import launch_body
+launch_body(2, sys.argv[1], "launch_cases:linger", json.loads(sys.argv[2]), timeout_s=300,
+            env={"PYTHONPATH": sys.argv[3]})
+"""
+
+
+def _wait_for(what, deadline_s: float, pause_s: float = 0.05):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        got = what()
+        if got:
+            return got
+        time.sleep(pause_s)
+    return what()
+
+
+@pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
+    MPI_MISSING, reason="mpi4py/mpirun not installed"))])
+def test_ranks_end_within_5_s_of_a_sigkilled_launcher(backend, tmp_path):
+    cfg = f'{{"pid_dir": "{tmp_path}", "sleep_s": 120, "timeout_s": 60}}'
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, backend, cfg, str(HERE)],
+                                start_new_session=True)
+    pids: list[int] = []
+    try:
+        files = _wait_for(lambda: len(list(tmp_path.glob("[0-9]"))) == 2, 120)
+        assert files, "the ranks did not start within 120 s"
+        pids = [int(p.read_text()) for p in sorted(tmp_path.glob("[0-9]"))]
+        assert all(map(process_alive, pids))
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        killed = time.monotonic()
+        gone = _wait_for(lambda: not any(map(process_alive, pids)), 10)
+        took = time.monotonic() - killed
+        assert gone and took < 5.0, f"ranks {pids} still ran {took:.1f} s after the launcher died"
+    finally:
+        with_pids = [p for p in pids if process_alive(p)]
+        for pid in with_pids:  # what the test started, by pid
+            os.kill(pid, signal.SIGKILL)
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+
+
+def test_process_alive_tells_a_zombie_from_a_live_process():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_alive(child.pid)
+        child.kill()
+        # killed, not yet reaped: a zombie
+        assert _wait_for(lambda: not process_alive(child.pid), 5)
+    finally:
+        child.kill()
+        child.wait()
+    assert not process_alive(child.pid)
+    assert process_alive(os.getpid())
