@@ -26,7 +26,7 @@ from ringtree.errors import RingtreeError, RingtreeTypeError
 from ringtree.runtime.transport import Buffer, Transport, TransportTimeout
 
 #: Tag of messages posted without one; a call's data messages carry its shape's tag
-#: (:meth:`MpiTransport.message_tag`), never CONTROL_TAG.
+#: (:meth:`MpiTransport.message_tag`), never CONTROL_TAG, NOTICE_TAG or a P2P_TAG one.
 TAG = 0x5254
 #: Tag of fingerprint exchanges: MPI matches messages by source, tag and communicator, so
 #: control messages never meet data ones, and no collective call is needed to set them up.
@@ -64,6 +64,15 @@ def reduce_op(op: Any) -> ReduceOp:
                             f"{', '.join('MPI.' + n for n in MPI_OPS.values())}")
 
 
+def data_tag(shape: int, tag_ub: int) -> int:
+    """The tag of call shape ``shape``'s data messages under an MPI whose largest tag is
+    ``tag_ub``: below P2P_TAG, never CONTROL_TAG or NOTICE_TAG -- one communicator's tags are
+    shared with the control channel, the give-up notices and the program's own
+    point-to-point messages, and a data message must meet none of them."""
+    tag = shape % (min(tag_ub + 1, P2P_TAG) - 2)
+    return tag + 2 if tag >= CONTROL_TAG else tag  # NOTICE_TAG is CONTROL_TAG + 1
+
+
 def _bytes_view(buf: Buffer) -> np.ndarray:
     """A zero-copy uint8 view of a numpy array or a CPU torch tensor."""
     if isinstance(buf, np.ndarray):
@@ -91,7 +100,7 @@ class MpiTransport(Transport):
         self.tag = tag
         self._control = control
         # the largest tag this MPI takes (MPI_TAG_UB: at least 32767 by the standard)
-        self._tags = int(self.comm.Get_attr(MPI.TAG_UB) or 32767)
+        self._tag_ub = int(self.comm.Get_attr(MPI.TAG_UB) or 32767)
         super().__init__(self.comm.Get_rank(), self.comm.Get_size())
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS")
         sharing = int(local) if local else self.size
@@ -111,9 +120,8 @@ class MpiTransport(Transport):
         return self._control or self
 
     def message_tag(self, shape: int) -> int:
-        """A tag per call shape, from 0 to MPI_TAG_UB, never CONTROL_TAG."""
-        tag = shape % self._tags
-        return tag + 1 if tag >= CONTROL_TAG else tag
+        """A tag per call shape (:func:`data_tag`)."""
+        return data_tag(shape, self._tag_ub)
 
     def _send(self, buf: Buffer, peer: int, tag: int) -> Any:
         return self.comm.Isend([_bytes_view(buf), self._MPI.BYTE], dest=peer, tag=tag)
