@@ -14,7 +14,7 @@ import torch.distributed as dist
 import ringtree
 from needs import MPI_MISSING
 from ringtree import MismatchError, RingtreeError
-from ringtree.runtime import LocalTransport, run_ranks
+from ringtree.runtime import LocalTransport, api, run_ranks
 
 
 def test_all_reduce_in_place_on_torch_and_numpy():
@@ -105,6 +105,10 @@ def test_async_handles_complete_in_call_order():
          "reduce-scatter output has 5 elements; rank "),
         (lambda t: ringtree.all_gather(np.empty(8), np.ones(3), group=t),
          "all-gather input has 3 elements"),
+        (lambda t: api.collective("all-reduce", np.ones(8), np.empty(5), group=t),
+         "all-reduce output has 5 elements; its input has 8"),
+        (lambda t: api.collective("reduce", np.ones(8), np.empty(9), root=1, group=t),
+         "reduce output has 9 elements; its input has 8"),
         (lambda t: ringtree.reduce_scatter(np.empty(4, np.float32), np.ones(8), group=t),
          "output dtype float32 differs from input dtype float64"),
         (lambda t: ringtree.all_reduce(np.ones(4, dtype=bool), group=t),

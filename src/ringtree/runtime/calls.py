@@ -367,8 +367,11 @@ def validate(
     lay = col.layout
     n_in, n_out = buffers.numel(x), buffers.numel(y)
     count = lay.count_of(n_in, n_out, n)
+    out_want = lay.output_elems(count, n, rank, root)
+    if out_want is None and y is not x and lay.output is Part.SAME:
+        out_want = n_in  # an output of its own (all-reduce, broadcast, reduce out of place)
     for side, got, want in (("input", n_in, lay.input_elems(count, n, rank, root)),
-                            ("output", n_out, lay.output_elems(count, n, rank, root))):
+                            ("output", n_out, out_want)):
         if want is not None and got != want:
             raise RingtreeRuntimeError(_wrong_size(col, side, got, want, count, n, rank))
     return count
@@ -379,6 +382,9 @@ def _wrong_size(col: Collective, side: str, got: int, want: int, count: int, n: 
     """Why a buffer of ``got`` elements is not the ``want`` that the layout of ``count``
     asks for on ``rank``."""
     part = col.layout.input if side == "input" else col.layout.output
+    if part is Part.SAME:  # an output of its own, out of place
+        return (f"{col.value} output has {got} elements; its input has {want}: an output of "
+                "its own holds as many")
     if part is Part.COLUMN:
         return (f"{col.value} {side} has {got} elements: an input of {count} cut in {n} blocks "
                 f"(np.array_split) brings rank {rank} {n} x {want // n} = {want} (give "
