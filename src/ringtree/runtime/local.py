@@ -41,7 +41,6 @@ class LocalWorld:
         self._sends: dict[tuple[int, int, int], deque] = {}
         self._recvs: dict[tuple[int, int, int], deque] = {}
         self.failed: dict[int, str] = {}
-        self._control: LocalWorld | None = None
         self._channels: dict[int, LocalWorld] = {}
 
     def control(self) -> LocalWorld:
