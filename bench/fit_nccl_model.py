@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fit_nccl_model.py [--sweeps 3] [--only NAME ...] [--json]
 
-The fit set is ``ringtree.bench.nccl_check.FIT_SYSTEMS``; every other system in
+The fit set is ``ringtree.measure.nccl_check.FIT_SYSTEMS``; every other system in
 bench/published/ is the check set, which the fit never sees (bench/model_vs_published.py
 reports both). Each system is calibrated first (its smallest measured size sets its launch
 floor, or its network's hop latency), as the check does; then the constants below are fitted
@@ -18,9 +18,9 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ringtree.bench import nccl_check, published
-from ringtree.bench.nccl_fit import golden
 from ringtree.cost.nccl import timing
+from ringtree.measure import nccl_check, published
+from ringtree.measure.nccl_fit import golden
 
 HERE = Path(__file__).parent
 #: (field, low, high): scalar constants fitted; per-network efficiencies below

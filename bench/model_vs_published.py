@@ -6,7 +6,7 @@ For every system: the mean error of the predicted bus bandwidth over its points,
 (< 64 KiB, 64 KiB - 64 MiB, >= 64 MiB), whether its constants were fitted on it (fit set,
 bench/fit_nccl_model.py) or not (check set), and the same error without the one-constant
 floor calibration; pooled over all systems, over the fit and the check set. Runs and points
-the data rules set apart (ringtree.bench.published: contradicted by the source, a network the
+the data rules set apart (ringtree.measure.published: contradicted by the source, a network the
 run could not have used, NCCL older than 2.12, isolated spikes) are listed with their own
 error, not pooled. NCCL's own tuner's predicted times are scored the same way, for
 comparison. Where a source logs NCCL's choice per size, the script compares ringtree's.
@@ -25,9 +25,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from ringtree.bench import nccl_check, published
 from ringtree.cost.nccl import tuner
 from ringtree.cost.nccl.topology import topology
+from ringtree.measure import nccl_check, published
 
 HERE = Path(__file__).parent
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from ringtree.algorithms import BuildSpec
-from ringtree.bench.fit import HOST, PLAIN, Sample, calibrate, fit, nonnegative_lstsq
-from ringtree.bench.result import BenchResult, Row
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, HostModel, under_load
 from ringtree.cost.models import predict
 from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
+from ringtree.measure.fit import HOST, PLAIN, Sample, calibrate, fit, nonnegative_lstsq
+from ringtree.measure.result import BenchResult, Row
 
 ALGS = ("ring", "tree", "dbtree", "recursive", "rabenseifner")
 SIZES = (32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20)

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from ringtree.bench.result import CSV_COLUMNS, BenchResult, Row
-from ringtree.bench.sweep import Sweep, sizes, validate_sweep
-from ringtree.bench.table import header_lines, render_text, row_line
 from ringtree.cli import main
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
+from ringtree.measure.result import CSV_COLUMNS, BenchResult, Row
+from ringtree.measure.sweep import Sweep, sizes, validate_sweep
+from ringtree.measure.table import header_lines, render_text, row_line
 
 
 def sample_result() -> BenchResult:

@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from ringtree.bench.specs import SPECS, algbw_Bps, spec_for
-from ringtree.bench.sweep import Sweep, gather, spread
 from ringtree.collectives import Collective, ReduceOp, reference
+from ringtree.measure.specs import SPECS, algbw_Bps, spec_for
+from ringtree.measure.sweep import Sweep, gather, spread
 from ringtree.procs.native import make_input
 from ringtree.procs.native_calls import NATIVE_CALLS
 
@@ -113,7 +113,7 @@ def test_spread_is_the_10_90_percentile_range_over_the_median():
 
 
 def test_pipelined_algorithms_take_the_tuned_chunk_count_or_the_fixed_one():
-    from ringtree.bench.sweep import Sweep, cells
+    from ringtree.measure.sweep import Sweep, cells
 
     sizes = (4096, 16 << 20)
     tuned_cells = cells(Sweep(n_ranks=4, sizes=sizes))

@@ -8,9 +8,6 @@ import json
 import pytest
 
 from ringtree.algorithms import BuildSpec
-from ringtree.bench.plots import plot_sweep
-from ringtree.bench.result import BenchResult, Row
-from ringtree.bench.validate import validate
 from ringtree.cli import main
 from ringtree.collectives import Collective
 from ringtree.cost.host import HostLink, HostModel, under_load
@@ -18,6 +15,9 @@ from ringtree.cost.models import predict
 from ringtree.cost.profile import load_profile
 from ringtree.cost.select import tuned
 from ringtree.errors import RingtreeError
+from ringtree.measure.plots import plot_sweep
+from ringtree.measure.result import BenchResult, Row
+from ringtree.measure.validate import validate
 
 TRUTH = HostLink("truth", bandwidth_Bps=1e9, alpha_s=2e-4,
                  host=HostModel(2, 40e-6, 150e-6, 2.2e9, 1 / 6e9))

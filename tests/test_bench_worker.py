@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ringtree.bench.worker import iteration_counts, round_order, schedule_rounds
+from ringtree.measure.worker import iteration_counts, round_order, schedule_rounds
 
 
 def test_call_counts_fill_the_budget_within_the_bounds():

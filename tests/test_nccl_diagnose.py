@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ringtree.bench import nccl_diagnose, nccl_fit
-from ringtree.bench import nccl_tests as nt
 from ringtree.cost.clusters import get_cluster
+from ringtree.measure import nccl_diagnose, nccl_fit
+from ringtree.measure import nccl_tests as nt
 
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 P5 = DATA / "keitaw-p5-2x8-h100-all_reduce-info-tagged.log"

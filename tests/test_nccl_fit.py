@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from ringtree.bench import nccl_diagnose, nccl_fit
-from ringtree.bench import nccl_tests as nt
-from ringtree.bench.nccl_tests import Row, Timing, parse_file
 from ringtree.collectives import Collective, bus_factor
 from ringtree.cost.clusters import cluster_from_table, get_cluster
 from ringtree.cost.nccl import timing
 from ringtree.errors import RingtreeError
+from ringtree.measure import nccl_diagnose, nccl_fit
+from ringtree.measure import nccl_tests as nt
+from ringtree.measure.nccl_tests import Row, Timing, parse_file
 
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 P5 = DATA / "keitaw-p5-2x8-h100-all_reduce-info-tagged.log"

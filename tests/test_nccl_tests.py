@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ringtree.bench.nccl_tests import demultiplex, parse_file, parse_text, size_label
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
+from ringtree.measure.nccl_tests import demultiplex, parse_file, parse_text, size_label
 
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -223,10 +223,10 @@ def test_demultiplex_keeps_line_numbers_of_where_a_line_began():
 
 
 def test_ringtree_bench_s_own_text_reads_back():
-    """``ringtree bench``'s text (bench/table.py): a block per collective and algorithm."""
-    from ringtree.bench.result import BenchResult
-    from ringtree.bench.result import Row as BenchRow
-    from ringtree.bench.table import render_text
+    """``ringtree bench``'s text (measure/table.py): a block per collective and algorithm."""
+    from ringtree.measure.result import BenchResult
+    from ringtree.measure.result import Row as BenchRow
+    from ringtree.measure.table import render_text
 
     rows = [BenchRow("all-reduce", alg, s, s // 4, "float32", "sum", None, t, s / t / 1e3,
                      1.5 * s / t / 1e3, 0, 20, 4 if alg == "ring" else None)

@@ -1,5 +1,5 @@
-"""Published nccl-tests results (bench/published, ringtree.bench.published), the rules that set
-runs apart (on small synthetic systems), the scoring (ringtree.bench.nccl_check) and the two
+"""Published nccl-tests results (bench/published, ringtree.measure.published), the rules that set
+runs apart (on small synthetic systems), the scoring (ringtree.measure.nccl_check) and the two
 scripts: bench/model_vs_published.py --json with the model's acceptance bounds, and
 bench/fit_nccl_model.py.
 
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from ringtree.bench import nccl_check, published
 from ringtree.collectives import Collective
 from ringtree.cost.nccl.topology import topology
 from ringtree.errors import RingtreeError
+from ringtree.measure import nccl_check, published
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "bench" / "published"

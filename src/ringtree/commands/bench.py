@@ -8,10 +8,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ringtree.bench.plots import plot_sweep
-from ringtree.bench.result import BenchResult
-from ringtree.bench.sweep import metadata
-from ringtree.bench.table import TableWriter, render_text
 from ringtree.commands import args as A
 from ringtree.commands.sweep_options import (
     add_plot_option,
@@ -23,6 +19,10 @@ from ringtree.commands.sweep_options import (
     sweep_from,
 )
 from ringtree.errors import RingtreeError
+from ringtree.measure.plots import plot_sweep
+from ringtree.measure.result import BenchResult
+from ringtree.measure.sweep import metadata
+from ringtree.measure.table import TableWriter, render_text
 from ringtree.output import print_json
 
 

@@ -11,9 +11,6 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ringtree.bench.fit import Calibration, Fit, calibrate
-from ringtree.bench.plots import plot_sweep
-from ringtree.bench.result import BenchResult
 from ringtree.collectives import Collective
 from ringtree.commands import args as A
 from ringtree.commands import calibrate_nccl, nccl_logs
@@ -31,6 +28,9 @@ from ringtree.cost.host import under_load
 from ringtree.cost.profile import link_table, write_profile
 from ringtree.cost.select import short_time
 from ringtree.errors import RingtreeError
+from ringtree.measure.fit import Calibration, Fit, calibrate
+from ringtree.measure.plots import plot_sweep
+from ringtree.measure.result import BenchResult
 from ringtree.output import print_json, stdout_console
 from ringtree.units import format_bandwidth, format_bytes
 

@@ -1,6 +1,6 @@
 """``ringtree calibrate --nccl-tests LOG... --cluster X -o FILE.toml``: fit the NCCL model's
 per-cluster constants to a cluster's nccl-tests output and write a cluster file that
-``cost``, ``crossover``, ``plan`` and ``validate`` take (:mod:`ringtree.bench.nccl_fit`)."""
+``cost``, ``crossover``, ``plan`` and ``validate`` take (:mod:`ringtree.measure.nccl_fit`)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from typing import Any
 from rich.table import Table
 
 from ringtree import __version__
-from ringtree.bench import nccl_fit, published
-from ringtree.bench.nccl_tests import Test, size_label
 from ringtree.collectives import bus_factor
 from ringtree.commands import nccl_logs
 from ringtree.commands.sweep_options import note
 from ringtree.cost.clusters import Cluster, read_cluster_table
 from ringtree.cost.profile import toml_text
 from ringtree.errors import RingtreeError
+from ringtree.measure import nccl_fit, published
+from ringtree.measure.nccl_tests import Test, size_label
 from ringtree.output import print_json, stdout_console
 
 #: Keys of a base cluster file that the calibration writes anew.

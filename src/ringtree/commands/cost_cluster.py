@@ -16,7 +16,6 @@ from typing import Any
 
 from rich.table import Table
 
-from ringtree.bench.sweep import sizes
 from ringtree.commands import args as A
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import tuner
@@ -24,6 +23,7 @@ from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
 from ringtree.cost.nccl.pricer import NcclPricer
 from ringtree.cost.pricer import GroupShape
 from ringtree.errors import RingtreeError
+from ringtree.measure.sweep import sizes
 from ringtree.output import print_json, stderr_console, stdout_console
 from ringtree.plan.placement import cluster_of
 from ringtree.units import MAX_SIZE_BYTES, dtype_bytes, format_time

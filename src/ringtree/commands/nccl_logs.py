@@ -7,9 +7,9 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 
-from ringtree.bench.nccl_tests import Test, parse_file
 from ringtree.cost.clusters import Cluster, get_cluster
 from ringtree.errors import RingtreeError
+from ringtree.measure.nccl_tests import Test, parse_file
 
 
 def add_arguments(p: argparse.ArgumentParser, what: str, logs: str = "+") -> None:

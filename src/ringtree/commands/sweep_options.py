@@ -11,8 +11,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ringtree.bench.result import BenchResult
-from ringtree.bench.sweep import (
+from ringtree.collectives import ReduceOp
+from ringtree.commands import args as A
+from ringtree.commands import local
+from ringtree.cost.terms import Link
+from ringtree.errors import RingtreeError
+from ringtree.measure.result import BenchResult
+from ringtree.measure.sweep import (
     BENCH_DTYPES,
     DEFAULT_MAX_ITERS,
     DEFAULT_MIN_ITERS,
@@ -22,11 +27,6 @@ from ringtree.bench.sweep import (
     sizes,
     stderr_progress,
 )
-from ringtree.collectives import ReduceOp
-from ringtree.commands import args as A
-from ringtree.commands import local
-from ringtree.cost.terms import Link
-from ringtree.errors import RingtreeError
 from ringtree.output import stderr_console
 from ringtree.procs.run import oversubscription_warning
 
@@ -301,7 +301,7 @@ def measure(sweep: Sweep, quiet: bool, on_line: OnLine | None = None,
     """Run the sweep with a progress bar on stderr (a terminal only, and ``bar``), handing
     each line to ``on_line`` as it is measured; None after printing the ranks' errors when
     it failed."""
-    from ringtree.bench.sweep import run_sweep
+    from ringtree.measure.sweep import run_sweep
 
     err = stderr_console()
     warning = oversubscription_warning(sweep.n_ranks)
@@ -335,7 +335,7 @@ def add_save_option(p: argparse.ArgumentParser) -> None:
 
 def add_plot_option(p: argparse.ArgumentParser, text: str) -> None:
     """``--plot FILE`` (.png or .svg), checked writable before any work."""
-    from ringtree.bench.plots import SUFFIXES
+    from ringtree.measure.plots import SUFFIXES
 
     p.add_argument("--plot", metavar="FILE", type=A.output_file(*SUFFIXES), help=text)
 

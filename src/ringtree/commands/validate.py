@@ -11,9 +11,6 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ringtree.bench.plots import plot_sweep
-from ringtree.bench.result import BenchResult
-from ringtree.bench.validate import AUTO_TOLERANCE, Validation, validate
 from ringtree.commands import nccl_logs, validate_nccl
 from ringtree.commands.calibrate import FIT_MIN_ITERS
 from ringtree.commands.sweep_options import (
@@ -31,6 +28,9 @@ from ringtree.cost.profile import profile_entry
 from ringtree.cost.select import short_time
 from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
+from ringtree.measure.plots import plot_sweep
+from ringtree.measure.result import BenchResult
+from ringtree.measure.validate import AUTO_TOLERANCE, Validation, validate
 from ringtree.output import print_json, stdout_console
 from ringtree.units import format_bytes
 

@@ -1,6 +1,6 @@
 """``ringtree validate --nccl-tests LOG... --cluster X``: each size of a cluster's nccl-tests
 output against the NCCL model of that cluster, the error, and findings where the measurement
-falls outside what the cluster should give (:mod:`ringtree.bench.nccl_diagnose`)."""
+falls outside what the cluster should give (:mod:`ringtree.measure.nccl_diagnose`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import argparse
 
 from rich.table import Table
 
-from ringtree.bench.nccl_diagnose import Check, Validation, validate
-from ringtree.bench.nccl_tests import size_label
 from ringtree.commands import nccl_logs
+from ringtree.measure.nccl_diagnose import Check, Validation, validate
+from ringtree.measure.nccl_tests import size_label
 from ringtree.output import print_json, stdout_console
 
 MARKS = {1: "short", -1: "faster", 0: ""}

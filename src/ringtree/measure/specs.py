@@ -2,7 +2,7 @@
 bandwidth factor, each rank's input and the result each rank must hold. The collective's
 buffers come from its layout (:attr:`ringtree.collectives.Collective.layout`), the engine's
 own call from :mod:`ringtree.procs.native_calls`; the shared driver
-(:mod:`ringtree.bench.worker`) does everything else.
+(:mod:`ringtree.measure.worker`) does everything else.
 
 Inputs are small integers (:func:`ringtree.procs.native.make_input`: ``(7i + 3r) mod 11 - 5``,
 1s and 2s for PRODUCT), so every order of summation gives the same floats and a result is

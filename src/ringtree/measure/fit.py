@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 
 from ringtree.algorithms import BuildSpec
-from ringtree.bench.result import BenchResult, Row
-from ringtree.bench.worker import NATIVE
 from ringtree.collectives import Collective
 from ringtree.cost.forms import estimate
 from ringtree.cost.host import HostLink, HostModel, algorithm_host_terms, available_cores
 from ringtree.errors import RingtreeError
+from ringtree.measure.result import BenchResult, Row
+from ringtree.measure.worker import NATIVE
 
 #: An optional constant stays only if dropping it raises the RMS relative error by this much.
 HELPS = 0.05

@@ -19,11 +19,11 @@ import math
 import statistics
 from dataclasses import replace
 
-from ringtree.bench.published import Point, Predictor, Run, Score, System, points
 from ringtree.collectives import bus_factor
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import timing, tuner
 from ringtree.cost.nccl.topology import topology
+from ringtree.measure.published import Point, Predictor, Run, Score, System, points
 
 #: Systems the model's fitted constants were fitted on (bench/fit_nccl_model.py).
 FIT_SYSTEMS = frozenset({

@@ -9,7 +9,7 @@ lines between and inside the table, and lines tagged by the launcher: Open MPI's
 several writes, and mpirun tags each), Slurm's ``srun -l`` and PALS/mpiexec ``--label``
 (``0: ``), MPICH's ``-prepend-rank`` (``[0] ``), a ``[host:pid]`` prefix and SkyPilot's
 ``(head, rank=0, pid=3808)``. :func:`demultiplex` puts each tagged stream's pieces back
-together before the lines are read. ``ringtree bench``'s text (:mod:`ringtree.bench.table`:
+together before the lines are read. ``ringtree bench``'s text (:mod:`ringtree.measure.table`:
 a block per collective and algorithm, an ``iters`` column) reads the same way.
 
 What a test gives (:class:`Test`): its header (nThread, nGpus, minBytes ...), the ranks of the

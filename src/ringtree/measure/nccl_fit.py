@@ -1,7 +1,7 @@
 """Fit a cluster's own constants of the NCCL model to its nccl-tests logs.
 
 The fit is the one the team fits the model's global constants with (bench/fit_nccl_model.py
-over :mod:`ringtree.bench.nccl_check`), run on one cluster's logs instead of the published
+over :mod:`ringtree.measure.nccl_check`), run on one cluster's logs instead of the published
 systems: first the floor calibration (the median time of the sizes up to 4 KiB sets the
 cluster's ``launch_us`` from a one-node run, else its ``net_hop_us``), then each constant the
 model keeps per system (:data:`CONSTANTS`) in turn by golden-section search within its
@@ -27,12 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ringtree.bench import nccl_check, published
-from ringtree.bench.nccl_tests import Test
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl.p2p import P2P_COLLECTIVES
 from ringtree.cost.nccl.tuner import NCCL_COLLECTIVES
 from ringtree.errors import RingtreeError
+from ringtree.measure import nccl_check, published
+from ringtree.measure.nccl_tests import Test
 
 #: (name, low, high, runs that tell it): the per-cluster constants and the bounds searched.
 #: The scales, NVLink efficiency and per-peer cost keep bench/fit_nccl_model.py's bounds; a

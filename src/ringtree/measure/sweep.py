@@ -1,6 +1,6 @@
 """The shared driver, launcher side: a sweep of sizes x algorithms on N local processes,
-measured by :mod:`ringtree.bench.worker` under the engine's launcher, gathered into a
-:class:`~ringtree.bench.result.BenchResult`.
+measured by :mod:`ringtree.measure.worker` under the engine's launcher, gathered into a
+:class:`~ringtree.measure.result.BenchResult`.
 
 ``sizes(min, max, factor)`` are nccl-tests' ``-b -e -f``. Each algorithm runs at the chunk
 count that the automatic choice would give it on ``link`` (default: the engine's own link
@@ -27,13 +27,13 @@ import numpy as np
 
 from ringtree import dtypes
 from ringtree.algorithms import BuildSpec, algorithms_for, get_algorithm
-from ringtree.bench.result import BenchResult, Row
-from ringtree.bench.specs import spec_for
-from ringtree.bench.worker import LINES_ENV, NATIVE, PROGRESS_ENV
 from ringtree.collectives import Collective, ReduceOp
 from ringtree.cost.select import tuned
 from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
+from ringtree.measure.result import BenchResult, Row
+from ringtree.measure.specs import spec_for
+from ringtree.measure.worker import LINES_ENV, NATIVE, PROGRESS_ENV
 from ringtree.procs.launch import launch_body
 from ringtree.runtime.auto import link_for
 from ringtree.units import format_bytes
@@ -342,7 +342,7 @@ def run_sweep(sweep: Sweep, progress: Callable[[int, int], None] | None = None,
         watcher.start()
         total_s = 30.0 + 3.0 * sweep.n_ranks + sweep.timeout_s * (len(todo) * 4 + 2)
         try:
-            outcome = launch_body(sweep.n_ranks, sweep.backend, "ringtree.bench.worker:run_sweep",
+            outcome = launch_body(sweep.n_ranks, sweep.backend, "ringtree.measure.worker:run_sweep",
                                   config, timeout_s=total_s, env=env)
         finally:
             stop.set()

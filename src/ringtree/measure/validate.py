@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ringtree.algorithms import BuildSpec
-from ringtree.bench.result import BenchResult, Row
-from ringtree.bench.worker import NATIVE
 from ringtree.cost.host import HostLink
 from ringtree.cost.models import predict
 from ringtree.cost.select import choose
 from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
+from ringtree.measure.result import BenchResult, Row
+from ringtree.measure.worker import NATIVE
 
 #: auto's pick counts as right when measured within this fraction of the fastest.
 AUTO_TOLERANCE = 0.10

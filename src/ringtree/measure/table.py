@@ -2,7 +2,7 @@
 ``# Using devices``), then per collective and algorithm a table of fixed columns and units
 -- the out-of-place and the in-place group where the collective has both -- closed by
 nccl-tests' ``# Out of bounds values`` and ``# Avg bus bandwidth`` lines. Grep-friendly, read
-by :mod:`ringtree.bench.nccl_tests`' parser like nccl-tests' own logs, and the same figures
+by :mod:`ringtree.measure.nccl_tests`' parser like nccl-tests' own logs, and the same figures
 as ``--json``: :class:`TableWriter` writes a line as soon as it is measured, and
 :func:`render_text` of the JSON read back gives the same text. A line (all-reduce, 3 ranks)::
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ringtree.bench.result import BenchResult, Row
 from ringtree.collectives import Collective
+from ringtree.measure.result import BenchResult, Row
 
 #: nccl-tests' type names where they differ from ringtree's (src/common.cu, test_typenames).
 NCCL_TESTS_TYPES = {"float32": "float", "float16": "half", "float64": "double"}

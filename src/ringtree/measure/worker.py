@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from ringtree import dtypes
-from ringtree.bench.specs import Spec, spec_for
 from ringtree.collectives import Collective, Part, ReduceOp
+from ringtree.measure.specs import Spec, spec_for
 from ringtree.procs.native import NativeEngine, call_buffers
 from ringtree.procs.native_calls import native_call
 from ringtree.runtime import api

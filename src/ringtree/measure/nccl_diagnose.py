@@ -28,14 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ringtree.bench import published
-from ringtree.bench.nccl_fit import pairs_of
-from ringtree.bench.nccl_tests import Test, size_label
 from ringtree.collectives import bus_factor
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import timing, tuner
 from ringtree.cost.nccl.topology import topology
 from ringtree.errors import RingtreeError
+from ringtree.measure import published
+from ringtree.measure.nccl_fit import pairs_of
+from ringtree.measure.nccl_tests import Test, size_label
 
 #: Allowed excess of the bytes' part of the time: the largest mean error of one published
 #: system at >= 64 MiB is 19.7 % (AWS p5 over EFA, docs/nccl-model.md).

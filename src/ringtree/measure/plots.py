@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ringtree.bench.result import BenchResult, Row
-from ringtree.bench.worker import NATIVE
 from ringtree.collectives import Collective
 from ringtree.cost.select import short_time
 from ringtree.cost.terms import Link
+from ringtree.measure.result import BenchResult, Row
+from ringtree.measure.worker import NATIVE
 
 SUFFIXES = (".png", ".svg")
 
