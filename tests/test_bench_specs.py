@@ -11,7 +11,8 @@ import pytest
 
 from ringtree.collectives import Collective, ReduceOp, reference
 from ringtree.measure.specs import SPECS, algbw_Bps, spec_for
-from ringtree.measure.sweep import Sweep, gather, spread
+from ringtree.measure.sweep import Sweep
+from ringtree.measure.sweep_run import gather, spread
 from ringtree.procs.native import make_input
 from ringtree.procs.native_calls import NATIVE_CALLS
 

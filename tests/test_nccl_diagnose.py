@@ -12,6 +12,7 @@ import pytest
 from ringtree.cost.clusters import get_cluster
 from ringtree.measure import nccl_diagnose, nccl_fit
 from ringtree.measure import nccl_tests as nt
+from ringtree.measure.nccl_lines import Timing
 
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 P5 = DATA / "keitaw-p5-2x8-h100-all_reduce-info-tagged.log"
@@ -32,7 +33,7 @@ def scaled(t: nt.Test, scale) -> nt.Test:  # noqa: ANN001
     return replace(t, rows=tuple(rows))
 
 
-def _times(x: nt.Timing, k: float) -> nt.Timing:
+def _times(x: Timing, k: float) -> Timing:
     return replace(x, time_us=x.time_us * k, algbw_gbps=x.algbw_gbps / k,
                    busbw_gbps=x.busbw_gbps / k)
 

@@ -16,7 +16,8 @@ from ringtree.cost.nccl import timing
 from ringtree.errors import RingtreeError
 from ringtree.measure import nccl_diagnose, nccl_fit
 from ringtree.measure import nccl_tests as nt
-from ringtree.measure.nccl_tests import Row, Timing, parse_file
+from ringtree.measure.nccl_lines import Device, Row, Timing
+from ringtree.measure.nccl_tests import parse_file
 
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 P5 = DATA / "keitaw-p5-2x8-h100-all_reduce-info-tagged.log"
@@ -50,7 +51,7 @@ def synthetic(cluster, nodes: int, exps: range) -> nt.Test:  # noqa: ANN001
         bus = size / (t * 1e3) * bus_factor(Collective.ALL_REDUCE, n)
         rows.append(Row(i + 1, size, size // 4, "float", "sum", -1,
                         Timing(t, size / (t * 1e3), bus, 0), None))
-    devices = tuple(nt.Device(r, r, f"node{r // gpn}", r % gpn, "NVIDIA H100 80GB HBM3")
+    devices = tuple(Device(r, r, f"node{r // gpn}", r % gpn, "NVIDIA H100 80GB HBM3")
                     for r in range(n))
     return nt.Test("synthetic.log", 1, "all_reduce", Collective.ALL_REDUCE, n, tuple(rows), devices)
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
-from ringtree.measure.nccl_tests import demultiplex, parse_file, parse_text, size_label
+from ringtree.measure.nccl_lines import demultiplex
+from ringtree.measure.nccl_tests import parse_file, parse_text, size_label
 
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 H100 = "NVIDIA H100 80GB HBM3"

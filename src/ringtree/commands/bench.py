@@ -21,7 +21,7 @@ from ringtree.commands.sweep_options import (
 from ringtree.errors import RingtreeError
 from ringtree.measure.plots import plot_sweep
 from ringtree.measure.result import BenchResult
-from ringtree.measure.sweep import metadata
+from ringtree.measure.sweep_run import metadata
 from ringtree.measure.table import TableWriter, render_text
 from ringtree.output import print_json
 

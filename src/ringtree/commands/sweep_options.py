@@ -17,16 +17,8 @@ from ringtree.commands import local
 from ringtree.cost.terms import Link
 from ringtree.errors import RingtreeError
 from ringtree.measure.result import BenchResult
-from ringtree.measure.sweep import (
-    BENCH_DTYPES,
-    DEFAULT_MAX_ITERS,
-    DEFAULT_MIN_ITERS,
-    BenchFailed,
-    OnLine,
-    Sweep,
-    sizes,
-    stderr_progress,
-)
+from ringtree.measure.sweep import BENCH_DTYPES, DEFAULT_MAX_ITERS, DEFAULT_MIN_ITERS, Sweep, sizes
+from ringtree.measure.sweep_run import BenchFailed, OnLine, stderr_progress
 from ringtree.output import stderr_console
 from ringtree.procs.run import oversubscription_warning
 
@@ -301,7 +293,7 @@ def measure(sweep: Sweep, quiet: bool, on_line: OnLine | None = None,
     """Run the sweep with a progress bar on stderr (a terminal only, and ``bar``), handing
     each line to ``on_line`` as it is measured; None after printing the ranks' errors when
     it failed."""
-    from ringtree.measure.sweep import run_sweep
+    from ringtree.measure.sweep_run import run_sweep
 
     err = stderr_console()
     warning = oversubscription_warning(sweep.n_ranks)

@@ -4,13 +4,11 @@
 in the device list) to 2.17 (``# Collective test starting``, ``#wrong`` as ``N/A``).
 
 A file may hold several tests (a script that runs them one after another), NCCL_DEBUG=INFO
-lines between and inside the table, and lines tagged by the launcher: Open MPI's
-``--tag-output`` (``[1,0]<stdout>:``, also in the middle of a line: nccl-tests prints a row in
-several writes, and mpirun tags each), Slurm's ``srun -l`` and PALS/mpiexec ``--label``
-(``0: ``), MPICH's ``-prepend-rank`` (``[0] ``), a ``[host:pid]`` prefix and SkyPilot's
-``(head, rank=0, pid=3808)``. :func:`demultiplex` puts each tagged stream's pieces back
-together before the lines are read. ``ringtree bench``'s text (:mod:`ringtree.measure.table`:
-a block per collective and algorithm, an ``iters`` column) reads the same way.
+lines between and inside the table, and lines tagged by the launcher (Open MPI, Slurm, PALS,
+MPICH, SkyPilot: :mod:`ringtree.measure.nccl_lines`, which reads the lines, puts the tagged
+streams back together and reads the rows). ``ringtree bench``'s text
+(:mod:`ringtree.measure.table`: a block per collective and algorithm, an ``iters`` column)
+reads the same way. This module assembles the tests from those lines.
 
 What a test gives (:class:`Test`): its header (nThread, nGpus, minBytes ...), the ranks of the
 "Using devices" list (so the hosts, nodes, GPUs per node and GPU model), each row's out-of-place
@@ -34,135 +32,31 @@ from typing import Any
 
 from ringtree.collectives import Collective, bus_factor
 from ringtree.errors import RingtreeError
+from ringtree.measure.nccl_lines import (
+    BLOCK,
+    DEBUG,
+    DEVICE,
+    ENV,
+    HEADER,
+    HEADER_FIELDS,
+    NCCL_VERSION,
+    PERF,
+    RINGTREE,
+    TESTS,
+    TYPE_BYTES,
+    Device,
+    Line,
+    Row,
+    demultiplex,
+    guess_layout,
+    line_error,
+    looks_like_row,
+    read_row,
+)
 from ringtree.units import format_bytes
 
-#: nccl-tests' test names and the collective each measures (None: not a ringtree collective).
-TESTS: dict[str, Collective | None] = {
-    "all_reduce": Collective.ALL_REDUCE, "all_gather": Collective.ALL_GATHER,
-    "reduce_scatter": Collective.REDUCE_SCATTER, "alltoall": Collective.ALL_TO_ALL,
-    "broadcast": Collective.BROADCAST, "reduce": Collective.REDUCE,
-    "gather": Collective.GATHER, "scatter": Collective.SCATTER,
-    "sendrecv": None, "hypercube": None,
-}
-#: nccl-tests' type names and their bytes (src/common.cu, test_typenames).
-TYPE_BYTES = {
-    "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2,
-    "float": 4, "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1,
-}
 #: Largest file read (a 10,000-rank NCCL_DEBUG=INFO log is a few hundred MB).
 MAX_BYTES = 1 << 30
-
-_NAME = "|".join(sorted(TESTS, key=len, reverse=True))
-_PERF = re.compile(rf"\b({_NAME})_perf(?:_mpi)?\b")
-_OMPI = re.compile(r"\[\d+,\d+\](?:\[[^\]\s]*\])?<std(?:out|err)>:")
-_PREFIXES = (
-    re.compile(r"\((?:head|worker\d*), rank=(\d+), pid=\d+(?:, ip=[\d.]+)?\) "),  # SkyPilot
-    re.compile(r"\s*(\d+): "),  # srun -l, PALS / mpiexec --label
-    re.compile(r"\[(\d+)\] "),  # MPICH -prepend-rank
-    re.compile(r"\[([\w.-]+:\d+)\] "),  # [host:pid]
-)
-_DEBUG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT|ERROR)\b")
-_ENV = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+)")
-_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_DEVICE = re.compile(
-    r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
-    r"\s+\[[^\]]*\]\s+(.*?)\s*$"
-)
-_HEADER = re.compile(r"^#?\s*nThread\s+\d+")
-#: ringtree bench's lines: ``# ringtree bench: 4 gloo processes ...``, ``# all-reduce  algorithm:
-#: ring (pipeline chunks: 8)``
-_RINGTREE = re.compile(r"ringtree bench: (\d+) \S+ processes")
-_BLOCK = re.compile(r"^([a-z-]+)\s+algorithm:\s+(\S+)")
-_HEADER_FIELDS = {
-    "nthread": r"nThread\s+(\d+)", "ngpus": r"nGpus\s+(\d+)", "min_bytes": r"minBytes\s+(\d+)",
-    "max_bytes": r"maxBytes\s+(\d+)", "step": r"step:\s+(\S+)",
-    "warmup_iters": r"warmup iters:\s+(\d+)", "iters": r"(?<!warmup )(?<!agg )iters:\s+(\d+)",
-    "agg_iters": r"agg iters:\s+(\d+)", "validation": r"validation:\s+(\d+)",
-    "graph": r"graph:\s+(\d+)",
-}
-
-
-@dataclass(frozen=True)
-class Line:
-    """One logical line: the text a stream printed (tags removed), where it began."""
-
-    number: int
-    text: str
-
-
-def _strip_prefixes(text: str) -> str:
-    """``text`` without the line-start tags of :data:`_PREFIXES` (several may stack)."""
-    again = True
-    while again:
-        again = False
-        for p in _PREFIXES:
-            m = p.match(text)
-            if m:
-                text, again = text[m.end():], True
-    return text
-
-
-def demultiplex(text: str) -> Iterator[Line]:
-    """The logical lines of ``text``: line-start tags removed, and Open MPI's tagged pieces
-    joined per stream. In a physical line with several ``[j,r]<stdout>:`` pieces only the last
-    is ended by the line's newline; the others continue on a later line of the same stream."""
-    pending: dict[str, tuple[int, str]] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _strip_prefixes(raw)
-        tags = list(_OMPI.finditer(line))
-        if not tags:
-            yield Line(number, line)
-            continue
-        if tags[0].start() > 0:  # text before the first tag: a line of its own
-            yield Line(number, line[: tags[0].start()])
-        for i, tag in enumerate(tags):
-            end = tags[i + 1].start() if i + 1 < len(tags) else len(line)
-            key = tag.group(0).split("<")[0]
-            start, before = pending.pop(key, (number, ""))
-            piece = before + line[tag.end(): end]
-            if i + 1 < len(tags):
-                pending[key] = (start, piece)
-            else:
-                yield Line(start, _strip_prefixes(piece))
-    for start, piece in sorted(pending.values()):
-        yield Line(start, piece)
-
-
-@dataclass(frozen=True)
-class Device:
-    """One line of "Using devices": a rank, its process, host, CUDA device and GPU model."""
-
-    rank: int
-    pid: int
-    host: str
-    device: int
-    gpu: str
-
-
-@dataclass(frozen=True)
-class Timing:
-    """One placement's figures: time (us), algbw and busbw (GB/s), #wrong (None: ``N/A``);
-    nccl-tests before 2.11 printed the largest error instead (``max_error``)."""
-
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: int | None = None
-    max_error: float | None = None
-
-
-@dataclass(frozen=True)
-class Row:
-    """One size (and type, op, root) of a test: out-of-place and, when printed, in-place."""
-
-    line: int
-    size_bytes: int
-    count: int
-    dtype: str
-    redop: str | None
-    root: int | None
-    out_of_place: Timing
-    in_place: Timing | None
 
 
 @dataclass(frozen=True)
@@ -334,20 +228,20 @@ class _Reader:
     def _line(self, n: int, s: str) -> None:
         if not s:
             return
-        if _DEBUG.search(s) or s.startswith("NCCL version"):
+        if DEBUG.search(s) or s.startswith("NCCL version"):
             self._debug(s)
-        elif s.startswith("#") or _HEADER.match(s):
+        elif s.startswith("#") or HEADER.match(s):
             self._comment(n, s, s.lstrip("#").strip())
-        elif _looks_like_row(s, self.layout is not None):
+        elif looks_like_row(s, self.layout is not None):
             self._row(n, s)
-        elif (m := _PERF.search(s)) is not None:
+        elif (m := PERF.search(s)) is not None:
             self.named = m.group(1)
 
     def _debug(self, s: str) -> None:
-        m = _ENV.search(s)
+        m = ENV.search(s)
         if m:
             self.env[m.group(1)] = m.group(2).rstrip(".")
-        m = _NCCL_VERSION.search(s)
+        m = NCCL_VERSION.search(s)
         if m:
             self.nccl = m.group(1)
 
@@ -358,13 +252,13 @@ class _Reader:
             self.version = words[2] if len(words) > 2 else ""
         elif body.startswith("Collective test starting:"):
             self._close()
-            m = _PERF.search(body)
+            m = PERF.search(body)
             self.name = m.group(1) if m else ""
-        elif _HEADER.match(s):
+        elif HEADER.match(s):
             if self.rows or self.header:
                 self._close()
             self._mark(n)
-            for key, pat in _HEADER_FIELDS.items():
+            for key, pat in HEADER_FIELDS.items():
                 m = re.search(pat, body)
                 if m:
                     self.header[key] = int(m.group(1)) if m.group(1).isdigit() else m.group(1)
@@ -373,12 +267,12 @@ class _Reader:
                 self._close()
             self._mark(n)
             self.devices = []
-        elif (m := _DEVICE.match(s)) is not None:
+        elif (m := DEVICE.match(s)) is not None:
             self.devices.append(Device(int(m[1]), int(m[2]), m[3], int(m[4]), m[5]))
-        elif (m := _BLOCK.match(body)) is not None and _bench_name(m[1]):
+        elif (m := BLOCK.match(body)) is not None and _bench_name(m[1]):
             self._close()
             self.name, self.algorithm = _bench_name(m[1]), m[2]
-        elif (m := _RINGTREE.search(body)) is not None:
+        elif (m := RINGTREE.search(body)) is not None:
             self.processes = int(m[1])
         elif words[:1] == ["size"] and "time" in words:
             if self.rows:
@@ -402,16 +296,16 @@ class _Reader:
         if self.ended:
             self._close()
         words = s.split()
-        layout = self.layout or _guess_layout(words)
+        layout = self.layout or guess_layout(words)
         if layout is None:
             raise self._error(n, f"a result row with {len(words)} fields and no table header "
                                  f"to read it by: {s[:80]!r}")
         self._mark(n)
         self.layout = layout
-        self.rows.append(_read_row(n, words, layout, self))
+        self.rows.append(read_row(n, words, layout, self.source))
 
     def _error(self, n: int, what: str) -> RingtreeError:
-        return RingtreeError(f"{self.source}, line {n}: {what}")
+        return line_error(self.source, n, what)
 
     def _test(self) -> Test:
         name = self.name or self.command or _name_in(self.source)
@@ -430,87 +324,12 @@ class _Reader:
                     self.algorithm)
 
 
-def _looks_like_row(s: str, in_table: bool) -> bool:
-    """Whether ``s`` is a result row: starts with a whole number; outside a table also a
-    count and a known type after it (so that prose with a number is not read as one)."""
-    f = s.split()
-    if not f or not f[0].isdigit():
-        return False
-    return in_table or (len(f) >= 7 and f[1].isdigit() and f[2] in TYPE_BYTES)
-
-
-def _guess_layout(f: list[str]) -> list[str] | None:
-    """The columns of a row printed without its header: size count type [redop] [root] and
-    one or two groups of time algbw busbw #wrong."""
-    if len(f) < 7 or not f[1].isdigit() or f[2] not in TYPE_BYTES:
-        return None
-    head = ["size", "count", "type"]
-    rest = f[3:]
-    if rest and not _number(rest[0]) and rest[0] != "N/A":
-        head.append("redop")
-        rest = rest[1:]
-    if len(rest) in (5, 9):
-        head.append("root")
-    elif len(rest) not in (4, 8):
-        return None
-    return head + ["time", "algbw", "busbw", "#wrong"] * (2 if len(rest) >= 8 else 1)
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _read_row(n: int, f: list[str], layout: list[str], r: _Reader) -> Row:
-    """One row by its table's columns (RingtreeError naming the line and the bad value)."""
-    if len(f) != len(layout):
-        raise r._error(n, f"a result row has {len(f)} fields where the table has "
-                          f"{len(layout)} ({' '.join(layout)}): truncated or garbled")
-    first = layout.index("time")
-    lead = dict(zip(layout[:first], f[:first], strict=True))
-    starts = [i for i in range(first, len(f) - 3, 4) if layout[i] == "time"]
-    groups = [_timing(n, f[i: i + 4], r) for i in starts]  # later columns (iters) left out
-    size, count = _whole(n, lead.get("size", ""), "size", r), _whole(n, lead.get("count", ""),
-                                                                     "count", r)
-    root = lead.get("root")
-    return Row(n, size, count, lead.get("type", ""), lead.get("redop"),
-               int(root) if root is not None and re.fullmatch(r"-?\d+", root) else None,
-               groups[0], groups[1] if len(groups) > 1 else None)
-
-
 def _bench_name(collective: str) -> str:
     """nccl-tests' name of a ringtree collective (``all-to-all`` -> ``alltoall``), or ""."""
     for name, c in TESTS.items():
         if c is not None and c.value == collective:
             return name
     return ""
-
-
-def _whole(n: int, text: str, what: str, r: _Reader) -> int:
-    if not text.isdigit():
-        raise r._error(n, f"{what} {text!r} is not a whole number")
-    return int(text)
-
-
-def _timing(n: int, f: list[str], r: _Reader) -> Timing:
-    if len(f) != 4:
-        raise r._error(n, f"a time/algbw/busbw/#wrong group has {len(f)} fields")
-    vals = []
-    for what, text in zip(("time", "algbw", "busbw"), f[:3], strict=True):
-        if not _number(text) or not math.isfinite(float(text)) or float(text) < 0:
-            raise r._error(n, f"{what} {text!r} is not a number >= 0")
-        vals.append(float(text))
-    last = f[3]
-    if last == "N/A":
-        return Timing(*vals)
-    if last.isdigit():
-        return Timing(*vals, wrong=int(last))
-    if _number(last):  # nccl-tests < 2.11: the largest error, e.g. 2e-07
-        return Timing(*vals, max_error=float(last))
-    raise r._error(n, f"#wrong {last!r} is neither a count nor N/A")
 
 
 def _name_in(source: str) -> str:

@@ -8,7 +8,8 @@
 * :mod:`~ringtree.runtime.groups` (per-group state), :mod:`~ringtree.runtime.calls` (one
   call, the one cache), :mod:`~ringtree.runtime.buffers`, :mod:`~ringtree.runtime.options`;
   :mod:`~ringtree.runtime.api`: ``all_reduce``, ``reduce_scatter``, ``all_gather``,
-  ``broadcast``, ``reduce`` in torch.distributed's shape (also exported by ``ringtree``).
+  ``broadcast``, ``reduce`` in torch.distributed's shape (also exported by ``ringtree``),
+  over :mod:`~ringtree.runtime.work` (a call's Group and Options, its ``Work`` handle).
 
 torch and mpi4py are imported only when a transport that needs them is used.
 """

@@ -19,10 +19,7 @@ the odd ranks (checked on the first call of each call shape by default).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, Unpack
 
@@ -31,56 +28,10 @@ import numpy as np
 from ringtree.collectives import Collective, ReduceOp, block_sizes
 from ringtree.errors import RingtreeError, RingtreeRuntimeError, RingtreeTypeError
 from ringtree.runtime import buffers, calls
-from ringtree.runtime.groups import Group, group_for, not_a_member_warning
-from ringtree.runtime.options import CallOptions, Options
+from ringtree.runtime.groups import group_for
+from ringtree.runtime.options import CallOptions
 from ringtree.runtime.transport import Transport
-
-
-class Work:
-    """The handle of an ``async_op=True`` call: ``wait()`` blocks until done and re-raises
-    the call's error; ``is_completed()`` does not block; ``get_future()`` is a
-    ``torch.futures.Future`` of the output tensors, as torch's Work gives."""
-
-    def __init__(self, future: Future, outputs: list[Any]) -> None:
-        self._future = future
-        self._outputs = outputs
-
-    def wait(self, timeout: timedelta | float | None = None) -> bool:
-        """Block until the collective finished and re-raise its error; True when done.
-        ``timeout``: a timedelta, as torch's ``Work.wait`` takes it, or seconds; past it, a
-        RuntimeError (torch's "operation timed out"), the call still running."""
-        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        try:
-            self._future.result(seconds)
-        except FutureTimeout:
-            raise RuntimeError(f"ringtree: operation timed out after {seconds:g} s (it "
-                               "goes on: wait again)") from None
-        return True
-
-    def is_completed(self) -> bool:
-        """Whether the collective has finished (successfully or not)."""
-        return self._future.done()
-
-    def exception(self) -> BaseException | None:
-        """The call's error once finished, else None."""
-        return self._future.exception() if self._future.done() else None
-
-    def get_future(self) -> Any:
-        """A ``torch.futures.Future`` completed with the list of output buffers when the
-        collective is done (or with its error): what a DDP communication hook returns."""
-        import torch
-
-        fut: torch.futures.Future = torch.futures.Future()
-
-        def done(f: Future) -> None:
-            error = f.exception()
-            if error is not None:
-                fut.set_exception(error)
-            else:
-                fut.set_result(self._outputs)
-
-        self._future.add_done_callback(done)
-        return fut
+from ringtree.runtime.work import Work, issue, member, refusing
 
 
 def transport_for(group: Any = None) -> Transport:
@@ -89,27 +40,6 @@ def transport_for(group: Any = None) -> Transport:
     if g is None:
         raise RingtreeError("this rank is not a member of the group: it has no transport")
     return g.transport
-
-
-def _call(
-    col: Collective, inbuf: Any, outbuf: Any, op: Any, group: Any, async_op: bool,
-    options: CallOptions | Options, roots: tuple[int | None, int | None, str] | None = None,
-    outputs: list[Any] | None = None, after: Any = None, splits: calls.RankSplits | None = None,
-    before: Any = None,
-) -> Work | None:
-    g, opts = _member(group, options, col.value)
-    if g is None:
-        return None
-    root = 0
-    if roots is not None:
-        try:  # not _refusing: a context manager costs microseconds on every call
-            root = g.root(*roots)
-        except RingtreeError as e:
-            calls.refuse(g, col, op, 0, opts, e)
-    fut = calls.call(g, col, inbuf, outbuf, op, root, opts, async_op, after, splits, before)
-    if fut is None:
-        return None
-    return Work(fut, outputs if outputs is not None else [inbuf if outbuf is None else outbuf])
 
 
 def all_reduce(
@@ -121,7 +51,7 @@ def all_reduce(
     Example, N=2, SUM: rank 0 [1, 2], rank 1 [10, 20] -> both [11, 22]. Cost with the ring:
     2(N-1) steps, 2(N-1)/N * S bytes sent per rank.
     """
-    return _call(Collective.ALL_REDUCE, tensor, None, op, group, async_op, options)
+    return issue(Collective.ALL_REDUCE, tensor, None, op, group, async_op, options)
 
 
 def reduce_scatter(
@@ -136,15 +66,15 @@ def reduce_scatter(
     steps, (N-1)/N * S bytes sent per rank -- half of an all-reduce.
     """
     if isinstance(input_list, list | tuple):
-        g, opts = _member(group, options, "reduce-scatter")
+        g, opts = member(group, options, "reduce-scatter")
         if g is None:
             return None
         parts = list(input_list)
-        with _refusing(g, Collective.REDUCE_SCATTER, opts, op):
+        with refusing(g, Collective.REDUCE_SCATTER, opts, op):
             whole = buffers.concat(parts, g.size, "reduce-scatter input")
-        return _call(Collective.REDUCE_SCATTER, whole, output, op, g, async_op, opts,
+        return issue(Collective.REDUCE_SCATTER, whole, output, op, g, async_op, opts,
                      before=lambda: buffers.fill_from(whole, parts))
-    return _call(Collective.REDUCE_SCATTER, input_list, output, op, group, async_op, options)
+    return issue(Collective.REDUCE_SCATTER, input_list, output, op, group, async_op, options)
 
 
 def reduce_scatter_single(
@@ -155,7 +85,7 @@ def reduce_scatter_single(
     ``output`` (blocks as np.array_split; S/N each when N divides S, which torch requires).
     ``input`` is untouched. Example, N=2, SUM: [1, 2] and [10, 20] -> rank 0 [11], rank 1
     [22]. torch 2.13's name; ``reduce_scatter_tensor`` is the same function."""
-    return _call(Collective.REDUCE_SCATTER, input, output, op, group, async_op, options)
+    return issue(Collective.REDUCE_SCATTER, input, output, op, group, async_op, options)
 
 
 #: torch's older name of :func:`reduce_scatter_single` (deprecated in torch 2.13).
@@ -171,14 +101,14 @@ def all_gather(
     (as :func:`all_gather_single`). Example, N=2: [1] and [2] -> both [[1], [2]]. Ring: N-1
     steps, (N-1)/N * S bytes sent per rank."""
     if not isinstance(tensor_list, list | tuple):
-        return _call(Collective.ALL_GATHER, tensor, tensor_list, None, group, async_op, options)
-    g, opts = _member(group, options, "all-gather")
+        return issue(Collective.ALL_GATHER, tensor, tensor_list, None, group, async_op, options)
+    g, opts = member(group, options, "all-gather")
     if g is None:
         return None
     parts = list(tensor_list)
-    with _refusing(g, Collective.ALL_GATHER, opts):
+    with refusing(g, Collective.ALL_GATHER, opts):
         whole = buffers.concat(parts, g.size, "all-gather output")
-    return _call(Collective.ALL_GATHER, tensor, whole, None, g, async_op, opts,
+    return issue(Collective.ALL_GATHER, tensor, whole, None, g, async_op, opts,
                  outputs=parts, after=lambda: buffers.split_into(whole, parts))
 
 
@@ -190,7 +120,7 @@ def all_gather_single(
     ``output_tensor``. Example, N=2: [1] and [2] -> both [1, 2]. Ring: N-1 steps, (N-1)/N * S
     bytes sent per rank. torch 2.13's name; ``all_gather_into_tensor`` is the same
     function. ``input_tensor`` may be this rank's block of ``output_tensor`` (in place)."""
-    return _call(Collective.ALL_GATHER, input_tensor, output_tensor, None, group, async_op,
+    return issue(Collective.ALL_GATHER, input_tensor, output_tensor, None, group, async_op,
                  options)
 
 
@@ -205,7 +135,7 @@ def broadcast(
     """Copy the root's ``tensor`` into every rank's ``tensor``; the root is ``src`` (a global
     rank) or ``group_src`` (a rank of the group), as in torch.distributed. Chain: N-1 steps
     pipelined over chunks; S bytes sent by every rank but one."""
-    return _call(Collective.BROADCAST, tensor, None, None, group, async_op, options,
+    return issue(Collective.BROADCAST, tensor, None, None, group, async_op, options,
                  roots=(src, group_src, "src"))
 
 
@@ -216,7 +146,7 @@ def reduce(
     """Reduce every rank's ``tensor`` into the root's ``tensor``; the root is ``dst`` (a
     global rank) or ``group_dst`` (a rank of the group). The other ranks' tensors are left
     unchanged. Chain: S bytes sent by every rank but the root."""
-    return _call(Collective.REDUCE, tensor, None, op, group, async_op, options,
+    return issue(Collective.REDUCE, tensor, None, op, group, async_op, options,
                  roots=(dst, group_dst, "dst"))
 
 
@@ -246,7 +176,7 @@ def collective(
                                     Collective.REDUCE):
         roots = None if c is Collective.ALL_REDUCE else (root, None, "src" if c is
                                                           Collective.BROADCAST else "dst")
-        return _call(c, input, output, op if c.reduces else None, group, async_op,
+        return issue(c, input, output, op if c.reduces else None, group, async_op,
                      options, roots=roots)
     if c is Collective.ALL_REDUCE:
         return all_reduce(input, op, group, async_op, **options)
@@ -278,11 +208,11 @@ def all_to_all_single(
     sizes), and the first such call on a group checks every rank's sizes against its
     peers'.
     """
-    g, opts = _member(group, options, "all-to-all")
+    g, opts = member(group, options, "all-to-all")
     if g is None:
         return None
     splits = None
-    try:  # as in _call
+    try:  # as in issue
         if input_split_sizes or output_split_sizes:
             sent = _split_elems(input, input_split_sizes, g.size, "input")
             received = _split_elems(output, output_split_sizes, g.size, "output")
@@ -292,7 +222,7 @@ def all_to_all_single(
             _check_rows(output.shape, g.size, "output")
     except RingtreeError as e:
         calls.refuse(g, Collective.ALL_TO_ALL, None, 0, opts, e)
-    return _call(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
+    return issue(Collective.ALL_TO_ALL, input, output, None, g, async_op, opts,
                  splits=splits)
 
 
@@ -304,11 +234,11 @@ def all_to_all(
     (any sizes, as long as each rank's tensor for d matches d's for it). Costs one copy in
     and one out: the tensors travel as one all-to-all with split sizes (linear).
     Example, N=2: [[1], [2, 2]] and [[3], [4]] -> rank 0 [[1], [3]], rank 1 [[2, 2], [4]]."""
-    g, opts = _member(group, options, "all-to-all")
+    g, opts = member(group, options, "all-to-all")
     if g is None:
         return None
     ins, outs = list(input_tensor_list), list(output_tensor_list)
-    with _refusing(g, Collective.ALL_TO_ALL, opts):
+    with refusing(g, Collective.ALL_TO_ALL, opts):
         for what, parts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
             if len(parts) != g.size:
                 raise RingtreeRuntimeError(f"{what} holds {len(parts)} tensors: expected one "
@@ -316,7 +246,7 @@ def all_to_all(
         whole_in = buffers.join(ins, "input_tensor_list")
         whole_out = buffers.join(outs, "output_tensor_list")
     splits = (tuple(buffers.numel(t) for t in ins), tuple(buffers.numel(t) for t in outs))
-    return _call(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, opts,
+    return issue(Collective.ALL_TO_ALL, whole_in, whole_out, None, g, async_op, opts,
                  outputs=outs, after=lambda: buffers.split_into(whole_out, outs),
                  splits=splits, before=lambda: buffers.fill_from(whole_in, ins))
 
@@ -357,7 +287,7 @@ def barrier(
     the group's)."""
     if timeout is not None:
         options = {**options, "timeout": timeout}
-    g, opts = _member(group, options, "barrier")
+    g, opts = member(group, options, "barrier")
     if g is None:
         return None
     if g.kind == "nccl":
@@ -367,18 +297,7 @@ def barrier(
         token: Any = torch.empty(1, dtype=torch.uint8, device=dev)
     else:
         token = np.empty(0, dtype=np.uint8)
-    return _call(Collective.BARRIER, token, None, None, g, async_op, opts, outputs=[])
-
-
-def _member(group: Any, options: CallOptions | Options,
-            what: str) -> tuple[Group | None, Options]:
-    """The call's Group (None, with torch's warning, on a rank that is not a member) and its
-    Options, made once."""
-    opts = options if type(options) is Options else Options.make(options)
-    g = group_for(group, opts.timeout_s)
-    if g is None:
-        not_a_member_warning(what)
-    return g, opts
+    return issue(Collective.BARRIER, token, None, None, g, async_op, opts, outputs=[])
 
 
 def root_of(given: int | None, in_group: int | None) -> tuple[int | None, int | None]:
@@ -389,11 +308,11 @@ def root_of(given: int | None, in_group: int | None) -> tuple[int | None, int | 
 def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
             async_op: bool, options: CallOptions) -> Work | None:
     """Gather with ``parts`` the root's list of tensors or one whole buffer (None elsewhere)."""
-    g, opts = _member(group, options, "gather")
+    g, opts = member(group, options, "gather")
     if g is None:
         return None
     roots = (*root, "dst")
-    with _refusing(g, Collective.GATHER, opts):
+    with refusing(g, Collective.GATHER, opts):
         mine = g.rank == g.root(*roots)
         if mine:
             _require_parts(parts, "gather_list", "destination")
@@ -405,45 +324,35 @@ def _gather(tensor: Any, parts: Any, root: tuple[int | None, int | None], group:
         outs = list(parts) if mine and isinstance(parts, list | tuple) else None
         whole = buffers.concat(outs, g.size, "gather_list") if outs else None
     if not mine:
-        return _call(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
+        return issue(Collective.GATHER, tensor, buffers.empty_view(tensor), None, g,
                      async_op, opts, roots=roots)
     if outs is None:  # one whole buffer (api.collective)
-        return _call(Collective.GATHER, tensor, parts, None, g, async_op, opts,
+        return issue(Collective.GATHER, tensor, parts, None, g, async_op, opts,
                      roots=roots)
-    return _call(Collective.GATHER, tensor, whole, None, g, async_op, opts, roots=roots,
+    return issue(Collective.GATHER, tensor, whole, None, g, async_op, opts, roots=roots,
                  outputs=outs, after=lambda: buffers.split_into(whole, outs))
 
 
 def _scatter(tensor: Any, parts: Any, root: tuple[int | None, int | None], group: Any,
              async_op: bool, options: CallOptions) -> Work | None:
     """Scatter with ``parts`` the root's list of tensors or one whole buffer."""
-    g, opts = _member(group, options, "scatter")
+    g, opts = member(group, options, "scatter")
     if g is None:
         return None
     roots = (*root, "src")
-    with _refusing(g, Collective.SCATTER, opts):
+    with refusing(g, Collective.SCATTER, opts):
         mine = g.rank == g.root(*roots)
         if mine:
             _require_parts(parts, "scatter_list", "source")
         ins = list(parts) if mine and isinstance(parts, list | tuple) else None
         whole = buffers.concat(ins, g.size, "scatter_list") if ins else None
     if not mine:
-        return _call(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
+        return issue(Collective.SCATTER, buffers.empty_view(tensor), tensor, None, g,
                      async_op, opts, roots=roots)
     if ins is None:  # one whole buffer (api.collective)
-        return _call(Collective.SCATTER, parts, tensor, None, g, async_op, opts, roots=roots)
-    return _call(Collective.SCATTER, whole, tensor, None, g, async_op, opts, roots=roots,
+        return issue(Collective.SCATTER, parts, tensor, None, g, async_op, opts, roots=roots)
+    return issue(Collective.SCATTER, whole, tensor, None, g, async_op, opts, roots=roots,
                  before=lambda: buffers.fill_from(whole, ins))
-
-
-@contextmanager
-def _refusing(g: Group, col: Collective, opts: Options, op: Any = None) -> Iterator[None]:
-    """A bad argument found before the call is refused as the call's own checks are
-    (:func:`calls.refuse`): the peers learn it now, not from this rank's next call."""
-    try:
-        yield
-    except RingtreeError as e:
-        calls.refuse(g, col, op, 0, opts, e)
 
 
 def _require_parts(parts: Any, what: str, role: str) -> None:
