@@ -56,6 +56,7 @@ from published_runs import (  # noqa: E402
     NO_SP,
     NO_TP_OVERLAP,
     Run,
+    described,
     dp_degree,
     flavors,
     framework,
@@ -64,9 +65,7 @@ from published_runs import (  # noqa: E402
     micro_batches,
     outside,
     planner_framework,
-    precision,
     recomputes,
-    strategy,
 )
 
 __all__ = ["HERE", "Run", "load", "outside"]
@@ -250,17 +249,14 @@ def fit(runs: list[Run]) -> dict[str, Efficiency]:
 def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
     """One run's record: what it is (source, precision, strategy, framework) and, when
     planned, its predicted and published figures and the signed error."""
-    r = run.data
     out = {
         "source": run.source, "name": run.name, "run": run.name,
-        "fit": CALIBRATION.get(run.arch) == (run.source, run.name),
-        "precision": precision(r), "framework": framework(run.source, r),
-        "gpu": run.arch, "gpu_model": r.get("gpu"), "gpus": r["gpus"],
-        "strategy": p.strategy if p else strategy(run.source, r),
-        "stated_strategy": strategy(run.source, r),
+        "fit": CALIBRATION.get(run.arch) == (run.source, run.name), "gpu": run.arch,
+        **described(run.source, run.data),
         "published_s": run.published_s, "published_mfu": run.published_mfu,
         "published_tflops": run.published_tflops,
     }
+    out["strategy"] = p.strategy if p else out["stated_strategy"]
     if p is not None:
         out.update({
             "predicted_s": p.step_time_s, "predicted_mfu": p.mfu,
@@ -272,7 +268,7 @@ def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
     return out
 
 
-def compare(runs: list[Run], skipped: list[tuple[str, str, str]],
+def compare(runs: list[Run], skipped: list[tuple[str, str, str, dict]],
             effs: dict[str, Efficiency]) -> dict:
     """Every run predicted and compared: the counted ones (``runs``: fit and check), those
     outside the model (predicted where possible, not counted) and those left out."""
@@ -291,8 +287,8 @@ def compare(runs: list[Run], skipped: list[tuple[str, str, str]],
             counted.append(rec)
         else:
             left.append({**rec, "role": "outside", "why": why, "kind": "outside the model"})
-    left += [{"source": s, "name": n, "run": n, "why": w, "kind": "left out", "error": None}
-             for s, n, w in skipped]
+    left += [{"source": s, "name": n, "run": n, **described(s, r), "why": w, "kind": "left out",
+              "error": None} for s, n, w, r in skipped]
     return {"runs": counted, "left_out_runs": left, **summary(counted, left)}
 
 
@@ -318,9 +314,12 @@ def summary(counted: list[dict], left: list[dict]) -> dict:
                       "check_mean_abs_error": _mean(v["check"]),
                       "fit_mean_abs_error": _mean(v["fit"])} for k, v in sources.items()}
     reasons: dict[str, int] = {}
+    alone: dict[str, list[float]] = {}  # runs outside for one reason only: their errors
     for r in left:
         for why in r["why"].split("; "):
             reasons[why] = reasons.get(why, 0) + 1
+        if r.get("error") is not None and "; " not in r["why"]:
+            alone.setdefault(r["why"], []).append(abs(r["error"]))
     return {
         "mean_abs_error": _mean(errs), "max_abs_error": max(errs, default=None),
         "check_mean_abs_error": _mean(check), "check_max_abs_error": max(check, default=None),
@@ -328,6 +327,8 @@ def summary(counted: list[dict], left: list[dict]) -> dict:
         "checked_runs": len(check), "left_out": len(left),
         "generations": sorted({r["gpu"] for r in counted if not r["fit"]}),
         "sources": per_source, "left_out_by_reason": reasons,
+        "outside_for_one_reason": {w: {"runs": len(e), "mean_abs_error": _mean(e),
+                                       "max_abs_error": max(e)} for w, e in alone.items()},
     }
 
 
@@ -346,7 +347,7 @@ def main() -> int:
         "calibration": {a: f"{s} {n}" for a, (s, n) in CALIBRATION.items()},
         "memory": memory_checks(runs, effs), "activation_memory": activation_checks(),
         "searched": [] if args.no_search else search_checks(runs, effs),
-        "skipped": [{"source": s, "run": n, "why": w} for s, n, w in skipped],
+        "skipped": [{"source": s, "run": n, "why": w} for s, n, w, _ in skipped],
     })
     if args.json:
         json.dump(doc, sys.stdout, indent=2)
@@ -407,6 +408,9 @@ def _print(doc: dict, effs: dict) -> None:
           "(outside the model: predicted, shown, not counted; left out: not plannable):")
     for why, n in sorted(doc["left_out_by_reason"].items(), key=lambda x: -x[1]):
         print(f"#   {n:4}  {why}")
+    for why, v in doc["outside_for_one_reason"].items():
+        print(f"# outside for this reason alone: {v['runs']} runs, mean |error| "
+              f"{v['mean_abs_error']:.1%}, worst {v['max_abs_error']:.1%}: {why}")
     for r in doc["left_out_runs"]:
         head = _line(r) if r["kind"] == "outside the model" else f"  {r['source']:26} {r['name']}"
         print(f"{head}\n      {r['kind']}: {r['why']}")

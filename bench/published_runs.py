@@ -182,7 +182,9 @@ def placement(source: str, r: dict) -> Placement:
     per = min(int(r.get("gpus_per_node", 8)), n)  # a job of 2 GPUs: part of one node
     if hw.gpus_per_node > 8:
         per = n if n <= hw.gpus_per_node else 64
-        hw = replace(hw, gpus_per_node=per, nics_per_node=per)
+    if per != hw.gpus_per_node:  # the NICs of the GPUs used
+        nics = max(1, hw.nics_per_node * per // hw.gpus_per_node)
+        hw = replace(hw, gpus_per_node=per, nics_per_node=nics)
     memory = re.search(r"(\d+)GB", str(r.get("gpu", "")))
     size = int(memory.group(1)) * 10**9 if memory and "HBM2e" in str(r["gpu"]) else None
     return on_cluster(hw, n // per, gpu_memory_bytes=size)
@@ -311,15 +313,25 @@ def setup(source: str, r: dict) -> Run:
                tflops)
 
 
-def load() -> tuple[list[Run], list[tuple[str, str, str]]]:
-    """Every run that can be planned, and (source, run, why) for those left out."""
+def load() -> tuple[list[Run], list[tuple[str, str, str, dict]]]:
+    """Every run that can be planned, and (source, run, why, its data) for those left out."""
     runs, skipped = [], []
     for path in sorted(HERE.glob("*.toml")):
         source = path.stem
         for r in tomllib.loads(path.read_text()).get("runs", []):
             why = left_out(source, r)
             if why:
-                skipped.append((source, r["name"], why))
+                skipped.append((source, r["name"], why, r))
             else:
                 runs.append(setup(source, r))
     return runs, skipped
+
+
+def described(source: str, r: dict) -> dict:
+    """What a run is, as stated: its precision, framework, GPU and strategy."""
+    try:
+        stated = strategy(source, r)
+    except (KeyError, ZeroDivisionError):
+        stated = None
+    return {"precision": precision(r), "framework": framework(source, r),
+            "gpu_model": r.get("gpu"), "gpus": r.get("gpus"), "stated_strategy": stated}
