@@ -4,12 +4,16 @@ and bench/published_runs.py reads each field as the files state it."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+
+from ringtree.plan.compute import GENERATION
+from ringtree.plan.strategy import parse_strategy
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 DATA = BENCH / "published_training"
@@ -152,3 +156,47 @@ def test_placements_keep_every_gpu():
     assert (rack.nodes, rack.gpus_per_node) == (4, 64)
     hbm2e = pr.placement("x", {"gpu": "H100-HBM2e-96GB", "gpus": 8})
     assert hbm2e.gpu_memory_bytes == 96 * 10**9
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    script = BENCH / "plan_vs_published.py"
+    spec = importlib.util.spec_from_file_location("plan_vs_published", script)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    runs, skipped = mod.load()
+    return mod, mod.compare(runs, skipped, dict(GENERATION))
+
+
+def test_the_comparison_keeps_issue_28s_contract(comparison):
+    mod, doc = comparison
+    counted, left = doc["runs"], doc["left_out_runs"]
+    assert len(counted) + len(left) == len(_all_runs()) and doc["left_out"] == len(left)
+    for r in counted:
+        assert {"source", "name", "fit", "precision", "strategy", "error"} <= set(r)
+        assert isinstance(r["fit"], bool) and r["fit"] == (
+            mod.CALIBRATION.get(r["gpu"]) == (r["source"], r["name"]))
+        parse_strategy(r["strategy"])  # spelled as ringtree plan --strategy takes it
+    assert sum(r["fit"] for r in counted) == len(mod.CALIBRATION)
+    errs = [abs(r["error"]) for r in counted]
+    check = [abs(r["error"]) for r in counted if not r["fit"]]
+    assert doc["mean_abs_error"] == pytest.approx(sum(errs) / len(errs))
+    assert doc["check_mean_abs_error"] == pytest.approx(sum(check) / len(check))
+    assert doc["max_abs_error"] == max(errs)
+    assert all(r["why"] for r in left)
+    assert sum(doc["sources"][s]["left_out"] for s in doc["sources"]) == len(left)
+
+
+def test_fp8_moe_and_fsdp_runs_are_outside_with_their_reason(comparison):
+    _, doc = comparison
+    for r in doc["left_out_runs"]:
+        if r["kind"] != "outside the model":
+            continue
+        if r["precision"] == "fp8":
+            assert "FP8" in r["why"], r["name"]
+        if "ep=" in (r["stated_strategy"] or ""):
+            assert "mixture of experts" in r["why"], r["name"]
+    outside = [r for r in doc["left_out_runs"] if r["kind"] == "outside the model"]
+    assert sum(r["precision"] == "fp8" for r in outside) >= 100
+    assert sum("ep=" in (r["stated_strategy"] or "") for r in outside) >= 30
