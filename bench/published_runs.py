@@ -51,7 +51,11 @@ ALL_GATHER_CP = ("llama3",)
 NO_SP = ("narayanan2021", "mt-nlg530b", "bloom176b")
 #: Cluster presets by the GPU a run names (the first prefix that matches).
 GPUS = (("GB200", "dgx-gb200-nvl72"), ("B200", "dgx-b200"), ("H100", "dgx-h100"),
-        ("A100", "dgx-a100"), ("Ampere", "dgx-a100"))
+        ("H200", "dgx-h100"), ("A100", "dgx-a100"), ("Ampere", "dgx-a100"))
+#: GPUs that sit in their generation's DGX node but are another part (an H200 host of 8 GPUs
+#: on NVLink with a 400 Gb/s NIC per GPU, as the Trainy benchmark describes, is a DGX H100 of
+#: H200s).
+PARTS = (("A100-40GB", "a100-sxm-40gb"), ("H200", "h200-sxm"))
 #: Model families with SwiGLU MLPs and untied embeddings (Llama, Qwen3, DeepSeek, GPT-OSS,
 #: Mixtral); the others (GPT-3, MPT, BLOOM, OPT) have GeLU MLPs and tied embeddings.
 GATED = re.compile(r"llama|qwen|deepseek|gpt.?oss|mixtral", re.IGNORECASE)
@@ -164,8 +168,9 @@ def cluster(source: str, r: dict) -> Cluster:
     if key is None:
         raise RingtreeError(f"no cluster preset for GPU {gpu!r}")
     hw = get_cluster(key)
-    if gpu.startswith("A100-40GB"):
-        hw = replace(hw, gpu=gpus()["a100-sxm-40gb"])
+    part = next((v for k, v in PARTS if gpu.startswith(k)), None)
+    if part:
+        hw = replace(hw, gpu=gpus()[part])
     if source == "bloom176b":  # Jean Zay: 4 Omni-Path 100 Gb/s links per node
         hw = replace(hw, nics_per_node=4, nic_gbps=100.0)
     elif source in ("llama3", "megascale2024") or "RoCE" in str(r.get("table", "")):

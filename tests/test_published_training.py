@@ -24,7 +24,7 @@ import published_runs as pr  # noqa: E402
 #: The files added for issue 28: their runs must also state precision and framework.
 NEW = ("llm-foundry-mpt", "megatron-bridge-25.11-perf", "megatron-bridge-26.02-perf",
        "megatron-bridge-26.04-perf", "nemo-long-context", "torchtitan-asynctp-2025",
-       "torchtitan-perf-2024", "torchtitan-perf-2025")
+       "torchtitan-h200-trainy", "torchtitan-perf-2024", "torchtitan-perf-2025")
 
 
 def _runs(path: Path) -> list[dict]:
@@ -156,6 +156,8 @@ def test_placements_keep_every_gpu():
     assert (rack.nodes, rack.gpus_per_node) == (4, 64)
     hbm2e = pr.placement("x", {"gpu": "H100-HBM2e-96GB", "gpus": 8})
     assert hbm2e.gpu_memory_bytes == 96 * 10**9
+    h200 = pr.placement("x", {"gpu": "H200", "gpus": 32, "gpus_per_node": 8})
+    assert h200.gpu_memory_bytes == 141 * 10**9 and h200.nodes == 4
 
 
 @pytest.fixture(scope="module")
