@@ -6,6 +6,12 @@ A run is *left out* when no plan can be set up from it (no GPU, no shape, no mea
 it is *outside the model* when it can be planned but needs something main's planner does not
 price yet (FP8 GEMMs, mixture-of-experts compute, torch.compile, ...): it is predicted and
 shown, not counted. Each reason is named; a run with several has them all.
+
+When the planner gains a feature, its reason goes from the ``_*_why`` function that names it
+and the field reaches the plan in ``plan_vs_published.settings``: :func:`precision` (``fp8``),
+:func:`framework` (``torchtitan``, ``llm-foundry``, ``megatron-bridge``: FSDP2, Megatron-FSDP),
+the run's ``compile``, its ``recompute`` (``op``, ``every 2``), :func:`strategy`'s ``shard=N``,
+its MoE shape (:func:`model` already carries experts, top-k and the expert FFN).
 """
 
 from __future__ import annotations
