@@ -20,11 +20,19 @@ MT-NLG, BLOOM, MegaScale's baseline) computes attention unfused and reduces grad
 the backward (Korthikanti et al.: "we do not use any overlapping of gradient all-reduces");
 Megatron-Core (2024) and Llama 3 use FlashAttention and overlap data-parallel communication.
 
-Runs left out, and why, are listed (FP8 runs: the compute model prices BF16; TPU; OPT's "up to"
-without a time; MegaScale's own system, which changes the model; Korthikanti's micro-batch
-level recomputation, an optimisation the model does not have).
+Each run is counted (``"fit": true`` for the calibration runs, a check otherwise), outside the
+model (it needs what main's planner lacks: FP8, MoE compute, FSDP as PyTorch runs it,
+Blackwell, torch.compile, ...; predicted and shown, not counted) or left out (nothing can be
+planned: TPU, OPT's "up to" without a time, MegaScale's own system, Korthikanti's micro-batch
+level recomputation); every such run is listed with all its reasons
+(``bench/published_runs.py``, which also reads each run's fields). ``--json`` prints
+``runs`` (counted), ``left_out_runs``, ``left_out``, ``mean_abs_error`` (every counted run),
+``check_mean_abs_error``, ``fit_mean_abs_error``, ``max_abs_error``, per-source means and the
+left-out runs counted by reason. ``--count TEXT`` counts the runs outside only for reasons
+containing TEXT (a feature measured before its reason goes); ``--memory`` prints only the
+memory comparisons.
 
-    .venv/bin/python bench/plan_vs_published.py [--json] [--fit] [--memory]
+    .venv/bin/python bench/plan_vs_published.py [--json] [--fit] [--memory] [--count TEXT]
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from ringtree.plan.search import search
 from ringtree.plan.strategy import FLAVORS, Layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also when imported
+from published_report import print_comparison, print_memory  # noqa: E402
 from published_runs import (  # noqa: E402
     ALL_GATHER_CP,
     DEEPSPEED,
@@ -268,13 +277,20 @@ def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
     return out
 
 
+def lift(why: str | None, lifted: tuple[str, ...]) -> str | None:
+    """The reasons left once those containing any of ``lifted`` are set aside (a feature a
+    branch adds, measured before its reason is deleted)."""
+    rest = [w for w in (why or "").split("; ") if w and not any(x in w for x in lifted)]
+    return "; ".join(rest) or None
+
+
 def compare(runs: list[Run], skipped: list[tuple[str, str, str, dict]],
-            effs: dict[str, Efficiency]) -> dict:
+            effs: dict[str, Efficiency], lifted: tuple[str, ...] = ()) -> dict:
     """Every run predicted and compared: the counted ones (``runs``: fit and check), those
     outside the model (predicted where possible, not counted) and those left out."""
     counted, left = [], []
     for run in runs:
-        why = outside(run.source, run.data)
+        why = lift(outside(run.source, run.data), lifted)
         try:
             p = predict(run, efficiency(run, effs))
         except RingtreeError as e:
@@ -338,10 +354,16 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--fit", action="store_true", help="refit the efficiencies and print them")
     ap.add_argument("--no-search", action="store_true", help="skip the searched-runs check")
+    ap.add_argument("--memory", action="store_true", help="only the memory comparisons")
+    ap.add_argument("--count", action="append", default=[], metavar="TEXT",
+                    help="count the runs outside the model only for reasons containing TEXT "
+                    "(repeatable; to measure a feature before its reason is deleted)")
     args = ap.parse_args()
     runs, skipped = load()
     effs = fit(runs) if args.fit else dict(GENERATION)
-    doc = compare(runs, skipped, effs)
+    if args.memory:
+        return print_memory(memory_checks(runs, effs), activation_checks(), args.json)
+    doc = compare(runs, skipped, effs, tuple(args.count))
     doc.update({
         "efficiency": {a: e.gemm for a, e in effs.items()},
         "calibration": {a: f"{s} {n}" for a, (s, n) in CALIBRATION.items()},
@@ -353,67 +375,8 @@ def main() -> int:
         json.dump(doc, sys.stdout, indent=2)
         print()
         return 0
-    _print(doc, effs)
+    print_comparison(doc, effs)
     return 0
-
-
-def _pair(r: dict, key: str) -> str:
-    if r.get(f"published_{key}") is None or r.get(f"predicted_{key}") is None:
-        return ""
-    unit = {"s": "{:.2f} s", "mfu": "MFU {:.3f}", "tflops": "{:.0f} TF/s"}[key]
-    return f"{unit.format(r[f'published_{key}']):>10} {unit.format(r[f'predicted_{key}']):>10}"
-
-
-def _line(r: dict) -> str:
-    pair = next((x for x in (_pair(r, k) for k in ("s", "mfu", "tflops")) if x), " " * 21)
-    err = f"{r['error']:>+7.1%}" if r.get("error") is not None else "      -"
-    fits = "" if r.get("fits", True) else " (does not fit)"
-    return (f"  {r['source']:26} {r['name']:44} {r.get('gpus', ''):>5} {pair} {err}  "
-            f"{r['strategy']} b={r.get('micro_batch', '-')} {r.get('recompute', '-')} "
-            f"{r.get('precision', '')}{fits}")
-
-
-def _print(doc: dict, effs: dict) -> None:
-    print("# ringtree plan vs published training runs (iteration time; MFU or model TFLOP/s "
-          "per GPU where only that is)")
-    for a, e in effs.items():
-        print(f"# {a}: GEMMs at {e.gemm:.4f} of peak ({e.source})")
-    print(f"# {'source':26} {'run':44} {'GPUs':>5} {'published':>10} {'predicted':>10} "
-          f"{'error':>7}  setting")
-    for r in doc["runs"]:
-        print(_line(r) + (" (fit)" if r["fit"] else ""))
-    fmt = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
-    print(f"# counted: {doc['counted']} runs on {', '.join(doc['generations'])}: mean |error| "
-          f"{fmt(doc['mean_abs_error'])}, worst {fmt(doc['max_abs_error'])}; checks (fit "
-          f"false) {doc['checked_runs']}: mean {fmt(doc['check_mean_abs_error'])}, worst "
-          f"{fmt(doc['check_max_abs_error'])}; fitted: mean {fmt(doc['fit_mean_abs_error'])}")
-    for s, v in sorted(doc["sources"].items()):
-        print(f"#   {s:26} counted {v['counted']:3}, left out {v['left_out']:3}; check mean "
-              f"{fmt(v['check_mean_abs_error'])}, fit mean {fmt(v['fit_mean_abs_error'])}")
-    print("# memory per GPU, published (nvidia-smi, GB as printed) vs predicted:")
-    for r in doc["memory"]:
-        print(f"  {r['source']:26} {r['run']:44} {r['published_gb']:6.1f} GB "
-              f"{r['predicted_gb']:6.1f} GB {r['error']:+6.1%}")
-    acts = doc["activation_memory"]
-    print(f"# Korthikanti et al.'s activation memory per layer: {len(acts)} cases, worst "
-          f"|error| {max(abs(r['error']) for r in acts):.2%}")
-    for r in doc["searched"]:
-        print(f"# searched by its authors: {r['source']} {r['run']}: theirs {r['theirs']} "
-              f"b={r['theirs_micro_batch']} {r['theirs_s']:.2f} s, --search's best {r['best']} "
-              f"b={r['best_micro_batch']} {r['best_recompute']} {r['best_s']:.2f} s of "
-              f"{r['considered']:,} with {'/'.join(r['stages'])} (theirs {r['within']:+.1%}); "
-              f"over every ZeRO stage {r['any_stage_best']} {r['any_stage_best_s']:.2f} s "
-              f"(theirs {r['any_stage_within']:+.1%})")
-    print(f"# left out: {doc['left_out']} of {doc['left_out'] + doc['counted']} runs "
-          "(outside the model: predicted, shown, not counted; left out: not plannable):")
-    for why, n in sorted(doc["left_out_by_reason"].items(), key=lambda x: -x[1]):
-        print(f"#   {n:4}  {why}")
-    for why, v in doc["outside_for_one_reason"].items():
-        print(f"# outside for this reason alone: {v['runs']} runs, mean |error| "
-              f"{v['mean_abs_error']:.1%}, worst {v['max_abs_error']:.1%}: {why}")
-    for r in doc["left_out_runs"]:
-        head = _line(r) if r["kind"] == "outside the model" else f"  {r['source']:26} {r['name']}"
-        print(f"{head}\n      {r['kind']}: {r['why']}")
 
 
 if __name__ == "__main__":

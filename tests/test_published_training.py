@@ -202,3 +202,16 @@ def test_fp8_moe_and_fsdp_runs_are_outside_with_their_reason(comparison):
     outside = [r for r in doc["left_out_runs"] if r["kind"] == "outside the model"]
     assert sum(r["precision"] == "fp8" for r in outside) >= 100
     assert sum("ep=" in (r["stated_strategy"] or "") for r in outside) >= 30
+
+
+def test_count_lifts_only_the_named_reasons(comparison):
+    mod, doc = comparison
+    assert mod.lift("FP8: x; torch.compile's y", ("FP8",)) == "torch.compile's y"
+    assert mod.lift("FP8: x", ("FP8",)) is None and mod.lift(None, ()) is None
+    runs, skipped = mod.load()
+    lifted = mod.compare(runs, skipped, dict(GENERATION), ("FSDP as PyTorch",))
+    alone = doc["outside_for_one_reason"]
+    fsdp = next(v for k, v in alone.items() if k.startswith("FSDP as PyTorch"))
+    # the runs outside for that reason alone, and only they, join the counted ones
+    assert lifted["counted"] == doc["counted"] + fsdp["runs"]
+    assert lifted["left_out"] == doc["left_out"] - fsdp["runs"]
