@@ -23,7 +23,8 @@ import published_runs as pr  # noqa: E402
 
 #: The files added for issue 28: their runs must also state precision and framework.
 NEW = ("llm-foundry-mpt", "megatron-bridge-25.11-perf", "megatron-bridge-26.02-perf",
-       "megatron-bridge-26.04-perf", "nemo-long-context", "torchtitan-asynctp-2025",
+       "megatron-bridge-26.04-perf", "nemo-automodel-perf", "nemo-long-context",
+       "torchtitan-asynctp-2025",
        "torchtitan-h200-trainy", "torchtitan-perf-2024", "torchtitan-perf-2025")
 
 
@@ -86,6 +87,15 @@ def test_derived_iteration_times_follow_from_the_printed_figures():
         assert r["derived_iteration_time_s"] == pytest.approx(want, rel=6e-3), (source, r["name"])
         checked += 1
     assert checked >= 340
+
+
+def test_printed_step_times_agree_with_printed_throughputs():
+    seen = 0
+    for _, r in _all_runs():
+        if "iteration_time_s" in r and _tokens_time(r) is not None:
+            assert r["iteration_time_s"] == pytest.approx(_tokens_time(r), rel=3e-3), r["name"]
+            seen += 1
+    assert seen >= 6
 
 
 def test_derived_batches_and_ffn_follow_the_stated_rules():
