@@ -274,6 +274,8 @@ def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
             "fits": p.fits_memory, "memory_gb": p.memory_bytes_per_gpu / 1e9,
             "efficiency": efficiency(run, effs).source,
         })
+        if "memory_gib" in run.data:  # torchtitan's peak, the largest over GPUs
+            out["published_memory_gib"] = run.data["memory_gib"]
     return out
 
 
@@ -345,6 +347,14 @@ def summary(counted: list[dict], left: list[dict]) -> dict:
         "sources": per_source, "left_out_by_reason": reasons,
         "outside_for_one_reason": {w: {"runs": len(e), "mean_abs_error": _mean(e),
                                        "max_abs_error": max(e)} for w, e in alone.items()},
+        # runs that ran, planned where the planner judges they do not fit (issue 28, item 6)
+        "ran_but_predicted_not_to_fit": [r["name"] for r in counted + left
+                                         if r.get("fits") is False],
+        "peak_memory": [{"source": r["source"], "name": r["name"],
+                         "published_gib": r["published_memory_gib"],
+                         "predicted_gib": r["memory_gb"] * 1e9 / 2**30,
+                         "error": r["memory_gb"] * 1e9 / 2**30 / r["published_memory_gib"] - 1}
+                        for r in counted + left if r.get("published_memory_gib")],
     }
 
 

@@ -65,6 +65,14 @@ def print_comparison(doc: dict, effs: dict) -> None:
               f"{r['considered']:,} with {'/'.join(r['stages'])} (theirs {r['within']:+.1%}); "
               f"over every ZeRO stage {r['any_stage_best']} {r['any_stage_best_s']:.2f} s "
               f"(theirs {r['any_stage_within']:+.1%})")
+    peaks = doc["peak_memory"]
+    if peaks:
+        worst = max(peaks, key=lambda r: abs(r["error"]))
+        print(f"# peak memory per GPU as torchtitan reports it: {len(peaks)} runs, mean |error| "
+              f"{sum(abs(r['error']) for r in peaks) / len(peaks):.1%}, worst {worst['name']} "
+              f"{worst['published_gib']:.1f} GiB predicted {worst['predicted_gib']:.1f} GiB")
+    print(f"# {len(doc['ran_but_predicted_not_to_fit'])} runs that ran are predicted not to fit "
+          "in their GPUs' memory")
     print(f"# left out: {doc['left_out']} of {doc['left_out'] + doc['counted']} runs "
           "(outside the model: predicted, shown, not counted; left out: not plannable):")
     for why, n in sorted(doc["left_out_by_reason"].items(), key=lambda x: -x[1]):

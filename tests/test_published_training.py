@@ -198,6 +198,12 @@ def test_the_comparison_keeps_issue_28s_contract(comparison):
     assert doc["max_abs_error"] == max(errs)
     assert all(r["why"] for r in left)
     assert sum(doc["sources"][s]["left_out"] for s in doc["sources"]) == len(left)
+    assert not set(doc["ran_but_predicted_not_to_fit"]) & {r["name"] for r in counted
+                                                           if r.get("fits")}
+    peaks = doc["peak_memory"]  # torchtitan's GiB against the plan's bytes / 2^30
+    assert len(peaks) == sum("memory_gib" in r for _, r in _all_runs())
+    for m in peaks:
+        assert m["error"] == pytest.approx(m["predicted_gib"] / m["published_gib"] - 1)
 
 
 def test_fp8_moe_and_fsdp_runs_are_outside_with_their_reason(comparison):
