@@ -279,8 +279,10 @@ def _hardware_why(r: dict) -> str | None:
     if gpu.startswith(("B200", "GB200")):
         return "Blackwell: no calibrated efficiency (Hopper's assumed)"
     if r.get("gpu_power_limit_w") or "HBM2e" in gpu:
-        return (f"{gpu} at a {r.get('gpu_power_limit_w', 'lower')} W power limit: no GPU preset "
-                "(its peak is 'between SXM and NVL', the source says)")
+        limit = r.get("gpu_power_limit_w")
+        power = f"at a {limit} W power limit" if limit else "at a lower TDP"
+        return (f"{gpu} {power}: no GPU preset (its peak is 'between SXM and NVL', the source "
+                "says)")
     return None
 
 
