@@ -20,11 +20,19 @@ MT-NLG, BLOOM, MegaScale's baseline) computes attention unfused and reduces grad
 the backward (Korthikanti et al.: "we do not use any overlapping of gradient all-reduces");
 Megatron-Core (2024) and Llama 3 use FlashAttention and overlap data-parallel communication.
 
-Runs left out, and why, are listed (FP8 runs: the compute model prices BF16; TPU; OPT's "up to"
-without a time; MegaScale's own system, which changes the model; Korthikanti's micro-batch
-level recomputation, an optimisation the model does not have).
+Each run is counted (``"fit": true`` for the calibration runs, a check otherwise), outside the
+model (it needs what main's planner lacks: FP8, MoE compute, FSDP as PyTorch runs it,
+Blackwell, torch.compile, ...; predicted and shown, not counted) or left out (nothing can be
+planned: TPU, OPT's "up to" without a time, MegaScale's own system, Korthikanti's micro-batch
+level recomputation); every such run is listed with all its reasons
+(``bench/published_runs.py``, which also reads each run's fields). ``--json`` prints
+``runs`` (counted), ``left_out_runs``, ``left_out``, ``mean_abs_error`` (every counted run),
+``check_mean_abs_error``, ``fit_mean_abs_error``, ``max_abs_error``, per-source means and the
+left-out runs counted by reason. ``--count TEXT`` counts the runs outside only for reasons
+containing TEXT (a feature measured before its reason goes); ``--memory`` prints only the
+memory comparisons.
 
-    .venv/bin/python bench/plan_vs_published.py [--json] [--fit] [--memory]
+    .venv/bin/python bench/plan_vs_published.py [--json] [--fit] [--memory] [--count TEXT]
 """
 
 from __future__ import annotations
@@ -33,192 +41,91 @@ import argparse
 import json
 import sys
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from ringtree.cost.clusters import get_cluster
 from ringtree.errors import RingtreeError
 from ringtree.plan.calibrate import fit_efficiency
-from ringtree.plan.compute import GENERATION, Efficiency
+from ringtree.plan.compute import GENERATION, Efficiency, default_efficiency
 from ringtree.plan.memory import activation_bytes_per_layer
-from ringtree.plan.model import Model, count_params
-from ringtree.plan.placement import Placement, on_cluster
+from ringtree.plan.model import Model
 from ringtree.plan.planner import plan
 from ringtree.plan.record import Plan, Training
 from ringtree.plan.search import search
 from ringtree.plan.strategy import FLAVORS, Layout
 
-HERE = Path(__file__).resolve().parent / "published_training"
-#: Runs that calibrate their GPU generation's efficiency (source file stem, run name).
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also when imported
+from published_report import print_comparison, print_memory  # noqa: E402
+from published_runs import (  # noqa: E402
+    ALL_GATHER_CP,
+    DEEPSPEED,
+    ERA,
+    HERE,
+    MODERN,
+    NO_SP,
+    NO_TP_OVERLAP,
+    Run,
+    described,
+    dp_degree,
+    flavors,
+    framework,
+    global_batch,
+    load,
+    micro_batches,
+    outside,
+    planner_framework,
+    recomputes,
+)
+
+__all__ = ["HERE", "Run", "load", "outside"]
+#: Runs that calibrate their GPU generation's efficiency (source file stem, run name): the
+#: runs with ``"fit": true``; every other run is a check.
 CALIBRATION = {
     "ampere": ("korthikanti2022", "175b-selective-sp"),
     "hopper": ("megatron-lm-readme", "gpt-70b"),
 }
-#: Settings the era of each source fixes: attention kernels, DP overlap, dropout.
-ERA = {
-    "narayanan2021": ("unfused", "none", True),
-    "korthikanti2022": ("unfused", "none", True),
-    "mt-nlg530b": ("unfused", "none", True),
-    "bloom176b": ("unfused", "none", False),
-    "megascale2024": ("unfused", "none", True),
-    "megatron-lm-readme": ("flash", "full", True),
-    "llama3": ("flash", "full", False),
-}
-EXCLUDED = {
-    "nemo-24.07-perf": "FP8 runs: the compute model prices BF16 GEMMs",
-    "megatron-bridge-25.11-perf": "FP8 runs: the compute model prices BF16 GEMMs",
-    "palm540b": "TPU v4, not a GPU",
-    "opt175b": "'up to 147 TFLOP/s' without an iteration time or a definition of the FLOPs",
-}
-GPUS = {"A100": "dgx-a100", "Ampere": "dgx-a100", "H100": "dgx-h100"}
-
-
-@dataclass
-class Run:
-    """One published run set up for the planner."""
-
-    source: str
-    name: str
-    data: dict
-    arch: str
-    model: Model
-    placement: Placement
-    published_s: float | None
-    published_mfu: float | None
-
-
-#: Sources that ran DeepSpeed's pipeline engine (no scatter/gather of the sends, v = 1).
-DEEPSPEED = ("bloom176b", "mt-nlg530b")
-#: Sources whose framework had no asynchronous TP all-reduce in the backward (Megatron-LM
-#: added it in late 2021; the DeepSpeed forks of 2021-22 did not have it).
-NO_TP_OVERLAP = ("narayanan2021", "mt-nlg530b", "bloom176b")
-#: Sources whose context parallelism gathers keys and values with the latency exposed (Llama 3,
-#: Dubey et al. 2024, 3.3.2) rather than overlapping a ring with attention.
-ALL_GATHER_CP = ("llama3",)
-#: Sources whose era had no sequence parallelism (Korthikanti et al. 2022 introduced it).
-NO_SP = ("narayanan2021", "mt-nlg530b", "bloom176b")
-
-
-def outside(source: str, r: dict) -> str | None:
-    """Why a run is outside what the model describes (its error is shown, not counted)."""
-    if source == "narayanan2021" and r.get("zero") == 3:
-        return (
-            "DeepSpeed ZeRO-3 of 2021 is framework-bound: its published step is the same on 768 "
-            "and 1,536 GPUs (66.75 s) while NCCL's per-layer gathers of the same bytes over "
-            "the same network take ~6 s; the model prices ZeRO-3 as per-layer NCCL collectives"
-        )
-    return None
-
-
-def _skip(source: str, r: dict) -> str | None:
-    if source in EXCLUDED:
-        return EXCLUDED[source]
-    if r.get("system") == "megascale":
-        return "MegaScale's own system changes the model (parallel blocks, windowed attention)"
-    if "microbatch-level" in str(r.get("recompute", "")):
-        return "micro-batch level recomputation is not modelled"
-    if not (r.get("iteration_time_s") or r.get("derived_iteration_time_s") or r.get("mfu")):
-        return "no iteration time, throughput or MFU"
-    return None
-
-
-def _placement(source: str, r: dict) -> Placement:
-    gpu = str(r.get("gpu", ""))
-    key = next((v for k, v in GPUS.items() if gpu.startswith(k)), None)
-    if key is None:
-        raise RingtreeError(f"no cluster preset for GPU {gpu!r}")
-    hw = get_cluster(key)
-    if source == "bloom176b":  # Jean Zay: 4 Omni-Path 100 Gb/s links per node
-        hw = replace(hw, nics_per_node=4, nic_gbps=100.0)
-    elif source in ("llama3", "megascale2024"):  # RoCE fabrics
-        hw = replace(hw, network="roce")
-    return on_cluster(hw, r["gpus"] // r.get("gpus_per_node", 8))
-
-
-def _model(source: str, r: dict) -> Model:
-    gated = source == "llama3"
-    _, _, dropout = ERA[source]
-    h = r["hidden"]
-    m = Model(
-        r["name"], 0, r["layers"], h, r["seq_len"], source, heads=r["heads"],
-        kv_heads=r.get("kv_heads"), ffn=r.get("ffn", 4 * h), vocab=r.get("vocab", 51200),
-        gated=gated, tied=not gated, dropout=dropout,
-    )
-    return replace(m, params=count_params(m))
-
-
-def load() -> tuple[list[Run], list[tuple[str, str, str]]]:
-    """Every usable run, and (source, run, why) for those left out."""
-    runs, skipped = [], []
-    for path in sorted(HERE.glob("*.toml")):
-        data = tomllib.loads(path.read_text())
-        source = path.stem
-        for r in data.get("runs", []):
-            why = _skip(source, r)
-            if why is None and not all(k in r for k in ("layers", "hidden", "heads", "seq_len")):
-                why = "model shape not given"
-            if why:
-                skipped.append((source, r["name"], why))
-                continue
-            arch = "hopper" if str(r["gpu"]).startswith("H100") else "ampere"
-            t = r.get("iteration_time_s") or r.get("derived_iteration_time_s")
-            runs.append(Run(source, r["name"], r, arch, _model(source, r), _placement(source, r),
-                            t, r.get("mfu") if t is None else None))
-    return runs, skipped
-
-
-def _flavor(source: str, r: dict) -> list[str]:
-    if source == "llama3":
-        # FSDP that "shards optimizer states and gradients, but for model shards we do not
-        # reshard after forward computation": ZeRO-2 (weights whole during the step)
-        return ["zero2"]
-    z = r.get("zero")
-    if z is None:
-        return ["ddp", "zero1"]
-    return [{0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}[int(z)]]
 
 
 def settings(run: Run) -> list[tuple[Layout, Training]]:
     """Every way to run ``run`` its source allows (unknown settings take every value)."""
     r = run.data
-    attention, overlap, _ = ERA[run.source]
-    tp, pp, cp = r.get("tp", 1), r.get("pp", 1), r.get("cp", 1)
-    dp = r.get("dp") or r["gpus"] // (tp * pp * cp)
-    glob = r.get("global_batch")
-    if glob is None:
-        glob = round(r["global_batch_tokens"] / r["seq_len"])
+    attention, overlap, _ = ERA.get(run.source, MODERN)
+    tp, pp, cp, ep = r.get("tp", 1), r.get("pp", 1), r.get("cp", 1), r.get("ep", 1)
+    dp = dp_degree(r)
     layers = r["layers"]
     if "virtual_stages" in r:
         vs = [r["virtual_stages"]]
-    elif pp > 1 and "interleaved" in str(r.get("pipeline_schedule", "interleaved")) and (
+    elif pp > 1 and "interleaved" in str(r.get("pipeline_schedule", "interleaved")).lower() and (
         run.source not in DEEPSPEED
     ):
         vs = [v for v in range(1, 9) if pp * v <= layers]
     else:
         vs = [1]
-    bs = [r["micro_batch"]] if "micro_batch" in r else [1, 2, 4, 8]
-    recs = [r["recompute"]] if r.get("recompute") in ("none", "selective", "full") else [
-        "none", "selective", "full"]
     if "sequence_parallel" in r or run.source in NO_SP:
         sps = [bool(r.get("sequence_parallel", False))]
     else:
         sps = [False, True] if tp > 1 else [False]
-    deepspeed = run.source in DEEPSPEED or (run.source == "narayanan2021" and r.get("zero") == 3)
-    framework = "deepspeed" if deepspeed else "megatron"
+    label = framework(run.source, r)
+    tp_overlap = (bool(r.get("async_tp")) if label == "torchtitan"
+                  else run.source not in NO_TP_OVERLAP)
     out = []
-    for flavor in _flavor(run.source, r):
+    for flavor in flavors(run.source, r):
         for v in vs:
             for sp in sps:
-                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, 1, v)
-                for b in bs:
-                    for rc in recs:
-                        tr = Training(micro_batch=b, global_batch=glob, recompute=rc,
+                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, ep if dp % ep == 0 else 1, v)
+                for b in micro_batches(r):
+                    for rc in recomputes(r):
+                        tr = Training(micro_batch=b, global_batch=global_batch(r), recompute=rc,
                                       attention=attention, dp_overlap=overlap,
-                                      framework=framework,
-                                      tp_overlap=run.source not in NO_TP_OVERLAP,
+                                      framework=planner_framework(label), tp_overlap=tp_overlap,
                                       cp_overlap=run.source not in ALL_GATHER_CP)
                         out.append((lay, tr))
     return out
+
+
+def efficiency(run: Run, effs: dict[str, Efficiency]) -> Efficiency:
+    """The run's generation's efficiency (Hopper's, marked uncalibrated, where none is)."""
+    return effs.get(run.arch) or default_efficiency(run.placement.cluster.gpu)
 
 
 def predict(run: Run, eff: Efficiency) -> Plan:
@@ -239,10 +146,18 @@ def predict(run: Run, eff: Efficiency) -> Plan:
 
 
 def error(run: Run, p: Plan) -> float:
-    """Predicted over published iteration time, minus 1 (from MFUs when only those are)."""
+    """Predicted over published iteration time, minus 1 (from MFUs, or model TFLOP/s per GPU,
+    when only those are published: published over predicted, minus 1)."""
     if run.published_s is not None:
         return p.step_time_s / run.published_s - 1  # type: ignore[operator]
-    return run.published_mfu / p.mfu - 1  # type: ignore[operator]
+    if run.published_mfu is not None:
+        return run.published_mfu / p.mfu - 1  # type: ignore[operator]
+    return run.published_tflops / predicted_tflops(p) - 1  # type: ignore[operator]
+
+
+def predicted_tflops(p: Plan) -> float:
+    """Model TFLOP/s per GPU of a plan (the planner's FLOP count, Megatron-LM's)."""
+    return p.model_flops / (p.step_time_s * p.placement.gpus) / 1e12  # type: ignore[operator]
 
 
 def memory_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
@@ -253,7 +168,7 @@ def memory_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
         published = run.data.get("memory_per_gpu_gb")
         if published is None:
             continue
-        p = predict(run, effs[run.arch])
+        p = predict(run, efficiency(run, effs))
         got = p.memory_bytes_per_gpu / 1e9
         out.append({"source": run.source, "run": run.name, "published_gb": published,
                     "predicted_gb": got, "error": got / published - 1})
@@ -303,8 +218,8 @@ def search_checks(runs: list[Run], effs: dict[str, Efficiency]) -> list[dict]:
     out = []
     for source, name, stages in SEARCHED:
         run = next(r for r in runs if r.source == source and r.name == name)
-        theirs = predict(run, effs[run.arch])
-        base = replace(theirs.training, efficiency=effs[run.arch])
+        theirs = predict(run, efficiency(run, effs))
+        base = replace(theirs.training, efficiency=efficiency(run, effs))
         fixed = run.data.get("recompute") in ("none", "selective", "full")
         found = search(run.model, run.placement, base, top=1, fixed_recompute=fixed, flavors=stages)
         best = found.plans[0]
@@ -340,85 +255,138 @@ def fit(runs: list[Run]) -> dict[str, Efficiency]:
     return out
 
 
+def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
+    """One run's record: what it is (source, precision, strategy, framework) and, when
+    planned, its predicted and published figures and the signed error."""
+    out = {
+        "source": run.source, "name": run.name, "run": run.name,
+        "fit": CALIBRATION.get(run.arch) == (run.source, run.name), "gpu": run.arch,
+        **described(run.source, run.data),
+        "published_s": run.published_s, "published_mfu": run.published_mfu,
+        "published_tflops": run.published_tflops,
+    }
+    out["strategy"] = p.strategy if p else out["stated_strategy"]
+    if p is not None:
+        out.update({
+            "predicted_s": p.step_time_s, "predicted_mfu": p.mfu,
+            "predicted_tflops": predicted_tflops(p), "error": error(run, p),
+            "micro_batch": p.training.micro_batch, "recompute": p.training.recompute,
+            "fits": p.fits_memory, "memory_gb": p.memory_bytes_per_gpu / 1e9,
+            "efficiency": efficiency(run, effs).source,
+        })
+        if "memory_gib" in run.data:  # torchtitan's peak, the largest over GPUs
+            out["published_memory_gib"] = run.data["memory_gib"]
+    return out
+
+
+def lift(why: str | None, lifted: tuple[str, ...]) -> str | None:
+    """The reasons left once those containing any of ``lifted`` are set aside (a feature a
+    branch adds, measured before its reason is deleted)."""
+    rest = [w for w in (why or "").split("; ") if w and not any(x in w for x in lifted)]
+    return "; ".join(rest) or None
+
+
+def compare(runs: list[Run], skipped: list[tuple[str, str, str, dict]],
+            effs: dict[str, Efficiency], lifted: tuple[str, ...] = ()) -> dict:
+    """Every run predicted and compared: the counted ones (``runs``: fit and check), those
+    outside the model (predicted where possible, not counted) and those left out."""
+    counted, left = [], []
+    for run in runs:
+        why = lift(outside(run.source, run.data), lifted)
+        try:
+            p = predict(run, efficiency(run, effs))
+        except RingtreeError as e:
+            if why is None:
+                raise
+            p, why = None, f"{why}; no setting plans: {e}"
+        rec = row(run, p, effs)
+        if why is None:
+            rec["role"] = "fit" if rec["fit"] else "check"
+            counted.append(rec)
+        else:
+            left.append({**rec, "role": "outside", "why": why, "kind": "outside the model"})
+    left += [{"source": s, "name": n, "run": n, **described(s, r), "why": w, "kind": "left out",
+              "error": None} for s, n, w, r in skipped]
+    return {"runs": counted, "left_out_runs": left, **summary(counted, left)}
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def summary(counted: list[dict], left: list[dict]) -> dict:
+    """Mean and worst |error| over every counted run, over the checks (fit false) and the
+    fitted runs, per source, and the left-out runs counted by reason."""
+    errs = [abs(r["error"]) for r in counted]
+    check = [abs(r["error"]) for r in counted if not r["fit"]]
+    fitted = [abs(r["error"]) for r in counted if r["fit"]]
+    sources: dict[str, dict] = {}
+    for r in counted + left:
+        s = sources.setdefault(r["source"], {"counted": 0, "left_out": 0, "check": [], "fit": []})
+        if r in left:
+            s["left_out"] += 1
+        else:
+            s["counted"] += 1
+            s["fit" if r["fit"] else "check"].append(abs(r["error"]))
+    per_source = {k: {"counted": v["counted"], "left_out": v["left_out"],
+                      "check_mean_abs_error": _mean(v["check"]),
+                      "fit_mean_abs_error": _mean(v["fit"])} for k, v in sources.items()}
+    reasons: dict[str, int] = {}
+    alone: dict[str, list[float]] = {}  # runs outside for one reason only: their errors
+    for r in left:
+        for why in r["why"].split("; "):
+            reasons[why] = reasons.get(why, 0) + 1
+        if r.get("error") is not None and "; " not in r["why"]:
+            alone.setdefault(r["why"], []).append(abs(r["error"]))
+    return {
+        "mean_abs_error": _mean(errs), "max_abs_error": max(errs, default=None),
+        "check_mean_abs_error": _mean(check), "check_max_abs_error": max(check, default=None),
+        "fit_mean_abs_error": _mean(fitted), "counted": len(counted),
+        "checked_runs": len(check), "left_out": len(left),
+        "generations": sorted({r["gpu"] for r in counted if not r["fit"]}),
+        "sources": per_source, "left_out_by_reason": reasons,
+        "outside_for_one_reason": {w: {"runs": len(e), "mean_abs_error": _mean(e),
+                                       "max_abs_error": max(e)} for w, e in alone.items()},
+        # runs that ran, planned where the planner judges they do not fit (issue 28, item 6)
+        "ran_but_predicted_not_to_fit": [r["name"] for r in counted + left
+                                         if r.get("fits") is False],
+        "peak_memory": [{"source": r["source"], "name": r["name"],
+                         "published_gib": r["published_memory_gib"],
+                         "predicted_gib": r["memory_gb"] * 1e9 / 2**30,
+                         "error": r["memory_gb"] * 1e9 / 2**30 / r["published_memory_gib"] - 1}
+                        for r in counted + left if r.get("published_memory_gib")],
+    }
+
+
 def main() -> int:
     """Print the comparison (or --json)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--fit", action="store_true", help="refit the efficiencies and print them")
     ap.add_argument("--no-search", action="store_true", help="skip the searched-runs check")
+    ap.add_argument("--memory", action="store_true", help="only the memory comparisons")
+    ap.add_argument("--count", action="append", default=[], metavar="TEXT",
+                    help="count the runs outside the model only for reasons containing TEXT "
+                    "(repeatable; to measure a feature before its reason is deleted)")
     args = ap.parse_args()
     runs, skipped = load()
     effs = fit(runs) if args.fit else dict(GENERATION)
-    rows = []
-    for run in runs:
-        calib = CALIBRATION[run.arch] == (run.source, run.name)
-        why = outside(run.source, run.data)
-        p = predict(run, effs[run.arch])
-        rows.append({
-            "source": run.source, "run": run.name, "gpu": run.arch, "gpus": run.data["gpus"],
-            "role": "calibrates" if calib else "outside" if why else "checks", "why": why,
-            "published_s": run.published_s, "published_mfu": run.published_mfu,
-            "predicted_s": p.step_time_s, "predicted_mfu": p.mfu, "error": error(run, p),
-            "strategy": p.strategy, "micro_batch": p.training.micro_batch,
-            "recompute": p.training.recompute, "fits": p.fits_memory,
-            "memory_gb": p.memory_bytes_per_gpu / 1e9,
-        })
-    checks = [r for r in rows if r["role"] == "checks"]
-    errs = [abs(r["error"]) for r in checks]
-    mean, worst = sum(errs) / len(errs), max(errs)
-    gens = sorted({r["gpu"] for r in checks})
-    mem, acts = memory_checks(runs, effs), activation_checks()
-    searched = [] if args.no_search else search_checks(runs, effs)
+    if args.memory:
+        return print_memory(memory_checks(runs, effs), activation_checks(), args.json)
+    doc = compare(runs, skipped, effs, tuple(args.count))
+    doc.update({
+        "efficiency": {a: e.gemm for a, e in effs.items()},
+        "calibration": {a: f"{s} {n}" for a, (s, n) in CALIBRATION.items()},
+        "memory": memory_checks(runs, effs), "activation_memory": activation_checks(),
+        "searched": [] if args.no_search else search_checks(runs, effs),
+        "skipped": [{"source": s, "run": n, "why": w} for s, n, w, _ in skipped],
+    })
     if args.json:
-        json.dump({
-            "runs": rows, "mean_abs_error": mean, "max_abs_error": worst,
-            "checked_runs": len(checks), "generations": gens,
-            "efficiency": {a: e.gemm for a, e in effs.items()},
-            "calibration": {a: f"{s} {n}" for a, (s, n) in CALIBRATION.items()},
-            "memory": mem, "activation_memory": acts, "searched": searched,
-            "skipped": [{"source": s, "run": n, "why": w} for s, n, w in skipped],
-        }, sys.stdout, indent=2)
+        json.dump(doc, sys.stdout, indent=2)
         print()
         return 0
-    _print(rows, effs, checks, mean, worst, gens)
-    print("# memory per GPU, published (nvidia-smi, GB as printed) vs predicted:")
-    for r in mem:
-        print(f"  {r['source']:20} {r['run']:44} {r['published_gb']:6.1f} GB "
-              f"{r['predicted_gb']:6.1f} GB {r['error']:+6.1%}")
-    worst_act = max(abs(r["error"]) for r in acts)
-    print(f"# Korthikanti et al.'s activation memory per layer: {len(acts)} cases, worst "
-          f"|error| {worst_act:.2%}")
-    for r in searched:
-        print(f"# searched by its authors: {r['source']} {r['run']}: theirs {r['theirs']} "
-              f"b={r['theirs_micro_batch']} {r['theirs_s']:.2f} s, --search's best {r['best']} "
-              f"b={r['best_micro_batch']} {r['best_recompute']} {r['best_s']:.2f} s of "
-              f"{r['considered']:,} with {'/'.join(r['stages'])} (theirs {r['within']:+.1%}); "
-              f"over every ZeRO stage {r['any_stage_best']} {r['any_stage_best_s']:.2f} s "
-              f"(theirs {r['any_stage_within']:+.1%})")
-    for why in sorted({r["why"] for r in rows if r["why"]}):
-        print(f"# outside the model (shown, not counted): {why}")
-    for s, n, w in skipped:
-        print(f"# left out: {s} {n}: {w}")
+    print_comparison(doc, effs)
     return 0
-
-
-def _print(rows: list[dict], effs: dict, checks: list, mean: float, worst: float,
-           gens: list[str]) -> None:
-    print("# ringtree plan vs published training runs (iteration time; MFU where only that is)")
-    for a, e in effs.items():
-        print(f"# {a}: GEMMs at {e.gemm:.4f} of peak ({e.source})")
-    print(f"# {'source':20} {'run':44} {'GPUs':>5} {'published':>10} {'predicted':>10} "
-          f"{'error':>7}  setting")
-    for r in rows:
-        pub = f"{r['published_s']:.2f} s" if r["published_s"] else f"MFU {r['published_mfu']:.3f}"
-        pred = f"{r['predicted_s']:.2f} s" if r["published_s"] else f"MFU {r['predicted_mfu']:.3f}"
-        mark = {"calibrates": " (calibrates)", "outside": " (outside the model)"}.get(
-            r["role"], "")
-        print(f"  {r['source']:20} {r['run']:44} {r['gpus']:>5} {pub:>10} {pred:>10} "
-              f"{r['error']:>+7.1%}  {r['strategy']} b={r['micro_batch']} {r['recompute']}"
-              f"{'' if r['fits'] else ' (does not fit)'}{mark}")
-    print(f"# checks: {len(checks)} runs on {', '.join(gens)}: mean |error| {mean:.1%}, "
-          f"worst {worst:.1%}")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def runs(bench):
 def test_checked_runs_within_the_acceptance(bench, runs):
     errors, gens = [], set()
     for run in runs:
-        if bench.CALIBRATION[run.arch] == (run.source, run.name) or bench.outside(
+        if bench.CALIBRATION.get(run.arch) == (run.source, run.name) or bench.outside(
             run.source, run.data
         ):
             continue

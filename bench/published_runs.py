@@ -1,0 +1,350 @@
+"""The published runs of ``bench/published_training/*.toml`` read into what ``ringtree plan``
+takes: one small function per field (precision, strategy, framework, GPU and cluster, model
+shape, batch, recomputation), and the reasons a run is left out or outside the model.
+
+A run is *left out* when no plan can be set up from it (no GPU, no shape, no measured figure);
+it is *outside the model* when it can be planned but needs something main's planner does not
+price yet (FP8 GEMMs, mixture-of-experts compute, torch.compile, ...): it is predicted and
+shown, not counted. Each reason is named; a run with several has them all.
+
+When the planner gains a feature, its reason goes from the ``_*_why`` function that names it
+and the field reaches the plan in ``plan_vs_published.settings``: :func:`precision` (``fp8``),
+:func:`framework` (``torchtitan``, ``llm-foundry``, ``megatron-bridge``: FSDP2, Megatron-FSDP),
+the run's ``compile``, its ``recompute`` (``op``, ``every 2``), :func:`strategy`'s ``shard=N``,
+its MoE shape (:func:`model` already carries experts, top-k and the expert FFN).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ringtree.cost.clusters import Cluster, get_cluster, gpus
+from ringtree.errors import RingtreeError
+from ringtree.plan.model import Model, count_params
+from ringtree.plan.placement import Placement, on_cluster
+from ringtree.plan.strategy import Layout
+
+HERE = Path(__file__).resolve().parent / "published_training"
+#: Settings the era of each source fixes: attention kernels, DP overlap, dropout. Sources not
+#: named (2024 and later: Megatron-Core, NeMo, torchtitan, llm-foundry) use FlashAttention,
+#: overlap data-parallel communication with the backward and train without dropout.
+ERA = {
+    "narayanan2021": ("unfused", "none", True),
+    "korthikanti2022": ("unfused", "none", True),
+    "mt-nlg530b": ("unfused", "none", True),
+    "bloom176b": ("unfused", "none", False),
+    "megascale2024": ("unfused", "none", True),
+    "megatron-lm-readme": ("flash", "full", True),
+    "llama3": ("flash", "full", False),
+}
+MODERN = ("flash", "full", False)
+EXCLUDED = {
+    "palm540b": "TPU v4, not a GPU",
+    "opt175b": "'up to 147 TFLOP/s' without an iteration time or a definition of the FLOPs",
+}
+#: Sources that ran DeepSpeed's pipeline engine (no scatter/gather of the sends, v = 1).
+DEEPSPEED = ("bloom176b", "mt-nlg530b")
+#: Sources whose framework had no asynchronous TP all-reduce in the backward (Megatron-LM
+#: added it in late 2021; the DeepSpeed forks of 2021-22 did not have it).
+NO_TP_OVERLAP = ("narayanan2021", "mt-nlg530b", "bloom176b")
+#: Sources whose context parallelism gathers keys and values with the latency exposed (Llama 3,
+#: Dubey et al. 2024, 3.3.2) rather than overlapping a ring with attention.
+ALL_GATHER_CP = ("llama3",)
+#: Sources whose era had no sequence parallelism (Korthikanti et al. 2022 introduced it).
+NO_SP = ("narayanan2021", "mt-nlg530b", "bloom176b")
+#: Cluster presets by the GPU a run names (the first prefix that matches).
+GPUS = (("GB200", "dgx-gb200-nvl72"), ("B200", "dgx-b200"), ("H100", "dgx-h100"),
+        ("H200", "dgx-h100"), ("A100", "dgx-a100"), ("Ampere", "dgx-a100"))
+#: GPUs that sit in their generation's DGX node but are another part (an H200 host of 8 GPUs
+#: on NVLink with a 400 Gb/s NIC per GPU, as the Trainy benchmark describes, is a DGX H100 of
+#: H200s).
+PARTS = (("A100-40GB", "a100-sxm-40gb"), ("H200", "h200-sxm"))
+#: Model families with SwiGLU MLPs and untied embeddings (Llama, Qwen3, DeepSeek, GPT-OSS,
+#: Mixtral); the others (GPT-3, MPT, BLOOM, OPT) have GeLU MLPs and tied embeddings.
+GATED = re.compile(r"llama|qwen|deepseek|gpt.?oss|mixtral", re.IGNORECASE)
+
+
+@dataclass
+class Run:
+    """One published run set up for the planner; ``published_*``: the figure compared (an
+    iteration time, else an MFU, else model TFLOP/s per GPU)."""
+
+    source: str
+    name: str
+    data: dict
+    arch: str
+    model: Model
+    placement: Placement
+    published_s: float | None
+    published_mfu: float | None
+    published_tflops: float | None = None
+
+
+def precision(r: dict) -> str:
+    """The GEMMs' precision: ``fp8``, ``fp16``, ``bf16`` or ``mixed-16bit`` (16-bit, the
+    source does not say which)."""
+    text = str(r.get("precision", "mixed-16bit")).lower()
+    for p in ("fp8", "fp16", "bf16"):
+        if text.startswith(p):
+            return p
+    return "mixed-16bit"
+
+
+def framework(source: str, r: dict) -> str:
+    """The framework the run used, as the source names it (``megatron`` where unnamed)."""
+    if source in DEEPSPEED or (source == "narayanan2021" and r.get("zero") == 3):
+        return "deepspeed"
+    return str(r.get("framework", "megatron"))
+
+
+def planner_framework(label: str) -> str:
+    """What the planner's memory and pipeline models take for it: ``deepspeed`` or
+    ``megatron`` (PyTorch FSDP frameworks keep Megatron's 16 bytes per parameter)."""
+    return "deepspeed" if label == "deepspeed" else "megatron"
+
+
+def _hsdp_shard(r: dict) -> int | None:
+    """The sharding group of an HSDP run (a printed FSDP group smaller than dp)."""
+    label = str(r.get("fsdp_label", ""))
+    if r.get("hsdp_shard"):
+        return int(r["hsdp_shard"])
+    if label.isdigit() and 1 < int(label) < dp_degree(r):
+        return int(label)
+    return None
+
+
+def flavors(source: str, r: dict) -> list[str]:
+    """The data-parallel flavours the source allows (both ZeRO-0 and ZeRO-1 where unstated)."""
+    if source == "llama3":
+        # FSDP that "shards optimizer states and gradients, but for model shards we do not
+        # reshard after forward computation": ZeRO-2 (weights whole during the step)
+        return ["zero2"]
+    z = r.get("zero")
+    if z is None and r.get("fsdp"):
+        z = 3  # FSDP / FSDP2 / Megatron-FSDP reshard after forward by default
+    if z is None:
+        return ["ddp", "zero1"]
+    return [{0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}[int(z)]]
+
+
+def dp_degree(r: dict) -> int:
+    """Data-parallel replicas: as printed, else GPUs / (tp * pp * cp)."""
+    return int(r.get("dp") or r["gpus"] // (r.get("tp", 1) * r.get("pp", 1) * r.get("cp", 1)))
+
+
+def strategy(source: str, r: dict) -> str:
+    """The run's strategy as ``ringtree plan --strategy`` spells it (the first flavour where
+    the source leaves it open; ``,shard=N`` for HSDP)."""
+    lay = Layout(flavors(source, r)[0], dp_degree(r), r.get("tp", 1), r.get("pp", 1),
+                 bool(r.get("sequence_parallel")), r.get("cp", 1), r.get("ep", 1),
+                 r.get("virtual_stages", 1))
+    shard = _hsdp_shard(r)
+    return lay.name + (f",shard={shard}" if shard else "")
+
+
+def global_batch(r: dict) -> int:
+    """Sequences per step: as printed, else as derived, else tokens per step / seq_len."""
+    g = r.get("global_batch") or r.get("derived_global_batch")
+    return int(g if g is not None else round(r["global_batch_tokens"] / r["seq_len"]))
+
+
+def micro_batches(r: dict) -> list[int]:
+    """The micro-batch sizes to try: as printed; torchtitan's local batch without pipelining
+    (one forward per step); else 1, 2, 4, 8."""
+    if "micro_batch" in r:
+        return [int(r["micro_batch"])]
+    if "local_batch" in r and r.get("pp", 1) == 1:
+        return [int(r["local_batch"])]
+    return [1, 2, 4, 8]
+
+
+def recomputes(r: dict) -> list[str]:
+    """The recomputation modes to try: the stated one when the planner has it, else all."""
+    rc = r.get("recompute")
+    return [rc] if rc in ("none", "selective", "full") else ["none", "selective", "full"]
+
+
+def cluster(source: str, r: dict) -> Cluster:
+    """The cluster preset of the run's GPU, with what the source says differs from it."""
+    gpu = str(r.get("gpu", ""))
+    key = next((v for k, v in GPUS if gpu.startswith(k)), None)
+    if key is None:
+        raise RingtreeError(f"no cluster preset for GPU {gpu!r}")
+    hw = get_cluster(key)
+    part = next((v for k, v in PARTS if gpu.startswith(k)), None)
+    if part:
+        hw = replace(hw, gpu=gpus()[part])
+    if source == "bloom176b":  # Jean Zay: 4 Omni-Path 100 Gb/s links per node
+        hw = replace(hw, nics_per_node=4, nic_gbps=100.0)
+    elif source in ("llama3", "megascale2024") or "RoCE" in str(r.get("table", "")):
+        hw = replace(hw, network="roce")
+    return hw
+
+
+def placement(source: str, r: dict) -> Placement:
+    """Nodes of the run's cluster (a job smaller than a node: that many GPUs of one node, on
+    its NVLink). A GB200 job of at most 72 GPUs is one NVLink domain of that
+    many; a larger one is taken as domains of 64 (the sources do not say how it is spread)."""
+    hw = cluster(source, r)
+    n = int(r["gpus"])
+    per = min(int(r.get("gpus_per_node", 8)), n)  # a job of 2 GPUs: part of one node
+    if hw.gpus_per_node > 8:
+        per = n if n <= hw.gpus_per_node else 64
+    if per != hw.gpus_per_node:  # the NICs of the GPUs used
+        nics = max(1, hw.nics_per_node * per // hw.gpus_per_node)
+        hw = replace(hw, gpus_per_node=per, nics_per_node=nics)
+    memory = re.search(r"(\d+)GB", str(r.get("gpu", "")))
+    size = int(memory.group(1)) * 10**9 if memory and "HBM2e" in str(r["gpu"]) else None
+    return on_cluster(hw, n // per, gpu_memory_bytes=size)
+
+
+def model(source: str, r: dict) -> Model:
+    """The shape as stated (FFN: printed, derived, expansion ratio x hidden, else 4 x hidden)."""
+    gated = source == "llama3" or bool(GATED.search(str(r.get("model", ""))))
+    h = r["hidden"]
+    ffn = r.get("ffn") or r.get("derived_ffn") or r.get("expansion_ratio", 4) * h
+    m = Model(
+        r["name"], 0, r["layers"], h, r["seq_len"], source, heads=r["heads"],
+        kv_heads=r.get("kv_heads"), head_dim=r.get("head_dim"), ffn=ffn,
+        vocab=r.get("vocab", 51200), gated=gated, tied=not gated,
+        dropout=ERA.get(source, MODERN)[2], experts=r.get("experts", 0), top_k=r.get("top_k", 1),
+        expert_ffn=r.get("expert_ffn"), shared_experts=r.get("shared_experts", 0),
+        dense_layers=r.get("dense_layers", 0),
+    )
+    return replace(m, params=count_params(m))
+
+
+def outside(source: str, r: dict) -> str | None:
+    """Why a run is outside what main's planner describes (its error is shown, not counted):
+    every reason, joined, or None."""
+    why = []
+    if source == "narayanan2021" and r.get("zero") == 3:
+        why.append(
+            "DeepSpeed ZeRO-3 of 2021 is framework-bound: its published step is the same on 768 "
+            "and 1,536 GPUs (66.75 s) while NCCL's per-layer gathers of the same bytes over "
+            "the same network take ~6 s, and the model prices ZeRO-3 as per-layer NCCL collectives"
+        )
+    why += [w for w in (_precision_why(r), _moe_why(r), _hardware_why(r), _fsdp_why(r),
+                        _sequence_why(r), _options_why(r)) if w]
+    return "; ".join(why) or None
+
+
+#: From this many tokens a sequence's attention is priced at one FlashAttention efficiency per
+#: GPU generation, whatever its length: issue 28 measured the planner 23 % too fast at >= 16k
+#: tokens and 37 % at 64k on 105 published runs; llm-foundry's MPT runs show the same.
+LONG_SEQUENCE = 16384
+
+
+def _fsdp_why(r: dict) -> str | None:
+    if r.get("fsdp"):
+        return ("FSDP as PyTorch (or Megatron-FSDP) runs it (per-block all-gathers with "
+                "prefetch, resharding after forward, gradients reduce-scattered behind the "
+                "backward) is priced as ZeRO-3's per-layer NCCL collectives")
+    return None
+
+
+def _sequence_why(r: dict) -> str | None:
+    if r["seq_len"] >= LONG_SEQUENCE:
+        return (f"sequences of {LONG_SEQUENCE // 1024}k tokens or more: attention is priced at "
+                "one FlashAttention efficiency per GPU generation, whatever the sequence")
+    return None
+
+
+def _precision_why(r: dict) -> str | None:
+    if precision(r) == "fp8":
+        return "FP8: the compute model prices BF16 GEMMs"
+    return None
+
+
+def _moe_why(r: dict) -> str | None:
+    why = []
+    if r.get("experts") or r.get("ep", 1) > 1:
+        why.append("mixture of experts: the MoE layers' compute (active parameters, grouped "
+                   "GEMMs) is not in the step time")
+    if r.get("attention_kind") == "mla":
+        why.append("multi-head latent attention (DeepSeek-V3) is not a shape the planner has")
+    if r.get("window_size"):
+        why.append("sliding-window attention on every other layer (GPT-OSS) is not modelled")
+    if r.get("ep", 1) > 1 and dp_degree(r) % r["ep"]:
+        why.append(f"ep={r['ep']} spans tensor- and data-parallel ranks (dp={dp_degree(r)}): "
+                   "the layout puts ep inside dp")
+    return "; ".join(why) or None
+
+
+def _hardware_why(r: dict) -> str | None:
+    gpu = str(r.get("gpu", ""))
+    if gpu.startswith(("B200", "GB200")):
+        return "Blackwell: no calibrated efficiency (Hopper's assumed)"
+    if r.get("gpu_power_limit_w") or "HBM2e" in gpu:
+        limit = r.get("gpu_power_limit_w")
+        power = f"at a {limit} W power limit" if limit else "at a lower TDP"
+        return (f"{gpu} {power}: no GPU preset (its peak is 'between SXM and NVL', the source "
+                "says)")
+    return None
+
+
+def _options_why(r: dict) -> str | None:
+    why = []
+    if r.get("compile"):
+        why.append("torch.compile's speed-up is not modelled")
+    rc = str(r.get("recompute", ""))
+    if rc == "op":
+        why.append("op-level selective checkpointing (torchtitan's) is not modelled")
+    elif rc.startswith("every"):
+        why.append(f"activation checkpointing {rc} layers is not modelled")
+    if _hsdp_shard(r):
+        why.append(f"HSDP (sharding groups of {_hsdp_shard(r)}) is not modelled")
+    return "; ".join(why) or None
+
+
+def left_out(source: str, r: dict) -> str | None:
+    """Why no plan can be set up from a run at all (it is listed, never predicted)."""
+    if source in EXCLUDED:
+        return EXCLUDED[source]
+    if r.get("system") == "megascale":
+        return "MegaScale's own system changes the model (parallel blocks, windowed attention)"
+    if "microbatch-level" in str(r.get("recompute", "")):
+        return "micro-batch level recomputation is not modelled"
+    if not (r.get("iteration_time_s") or r.get("derived_iteration_time_s") or r.get("mfu")
+            or r.get("tflops_per_gpu")):
+        return "no iteration time, throughput, MFU or TFLOP/s"
+    if not all(k in r for k in ("layers", "hidden", "heads", "seq_len")):
+        return "model shape not given"
+    return None
+
+
+def setup(source: str, r: dict) -> Run:
+    """A run as the planner takes it, with the figure its error is measured on."""
+    place = placement(source, r)
+    t = r.get("iteration_time_s") or r.get("derived_iteration_time_s")
+    mfu = None if t else r.get("mfu")
+    tflops = None if t or mfu else r.get("tflops_per_gpu")
+    return Run(source, r["name"], r, place.cluster.gpu.arch, model(source, r), place, t, mfu,
+               tflops)
+
+
+def load() -> tuple[list[Run], list[tuple[str, str, str, dict]]]:
+    """Every run that can be planned, and (source, run, why, its data) for those left out."""
+    runs, skipped = [], []
+    for path in sorted(HERE.glob("*.toml")):
+        source = path.stem
+        for r in tomllib.loads(path.read_text()).get("runs", []):
+            why = left_out(source, r)
+            if why:
+                skipped.append((source, r["name"], why, r))
+            else:
+                runs.append(setup(source, r))
+    return runs, skipped
+
+
+def described(source: str, r: dict) -> dict:
+    """What a run is, as stated: its precision, framework, GPU and strategy."""
+    try:
+        stated = strategy(source, r)
+    except (KeyError, ZeroDivisionError):
+        stated = None
+    return {"precision": precision(r), "framework": framework(source, r),
+            "gpu_model": r.get("gpu"), "gpus": r.get("gpus"), "stated_strategy": stated}
