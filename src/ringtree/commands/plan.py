@@ -17,6 +17,7 @@ from ringtree.plan.flops import RECOMPUTE
 from ringtree.plan.model import Model
 from ringtree.plan.placement import DEFAULT_INTER, DEFAULT_INTRA, Placement, place
 from ringtree.plan.planner import compare, plan
+from ringtree.plan.precision import FP8, PRECISIONS
 from ringtree.plan.presets import PRESETS, get_model
 from ringtree.plan.record import DP_OVERLAP, Training
 from ringtree.plan.search import OBJECTIVES, search
@@ -90,6 +91,9 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument("--sharding", type=A.flavors, metavar="F,...",
                    help="--search: only these data-parallel flavours, e.g. zero2,zero3 for what "
                    "your framework runs (default: ddp, zero1, zero2, zero3)")
+    t.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="the linear layers' GEMMs: bf16 (default), fp16, or fp8 as Transformer "
+                   "Engine runs them (BF16 weights and attention, fp32 master weights)")
     t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
                    help="flash (FlashAttention) or unfused (Megatron before 2022)")
@@ -172,13 +176,26 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         eff = replace(default_efficiency(placement.cluster.gpu), gemm=args.efficiency,
                       source="--efficiency")
     bucket = None if args.bucket is None else parse_size(args.bucket)
+    precision, itemsize = _precision(args)
     return Training(
-        itemsize=dtype_bytes(args.dtype), micro_batch=args.micro_batch or 1,
+        itemsize=itemsize, precision=precision, micro_batch=args.micro_batch or 1,
         global_batch=args.global_batch, compute_s=args.compute, tflops=args.tflops,
         mfu=args.mfu, bucket_bytes=bucket, steps_per_second=args.steps_per_second,
         recompute=args.recompute or "none", attention=args.attention,
         dp_overlap=args.dp_overlap, efficiency=eff,
     )
+
+
+def _precision(args: argparse.Namespace) -> tuple[str, int]:
+    """(precision, bytes per 16-bit element): ``--dtype fp8`` is ``--precision fp8`` (FP8
+    training keeps 16-bit weights and activations)."""
+    itemsize = dtype_bytes(args.dtype)
+    if itemsize == 1:
+        if args.precision not in (None, FP8):
+            raise RingtreeError(f"--dtype {args.dtype} and --precision {args.precision} "
+                                "disagree: give --precision fp8")
+        return FP8, 2
+    return args.precision or "bf16", itemsize
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from ringtree.plan.flops import NONE
 from ringtree.plan.memory import MEGATRON, Memory
 from ringtree.plan.model import Model
 from ringtree.plan.placement import Placement
+from ringtree.plan.precision import BF16
 from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout
 from ringtree.plan.volumes import CommOp
@@ -50,6 +51,8 @@ class Training:
     (Megatron-Core's ring attention); False: they are on the critical path (all-gather-based
     context parallelism, as Llama 3 trained: "the all-gather communication latency is exposed
     in the critical path", Dubey et al. 2024, section 3.3.2).
+    precision: the linear layers' GEMMs, ``bf16``, ``fp16`` or ``fp8`` (Transformer Engine's
+    recipe: :mod:`ringtree.plan.precision`); ``itemsize`` stays the 16-bit weights' 2.
     """
 
     itemsize: int = 2
@@ -68,6 +71,7 @@ class Training:
     framework: str = MEGATRON
     tp_overlap: bool = True
     cp_overlap: bool = True
+    precision: str = BF16
 
 
 @dataclass(frozen=True)

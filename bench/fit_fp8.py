@@ -1,0 +1,113 @@
+"""Fit the FP8 GEMMs' fraction of the FP8 peak (``Efficiency.fp8_gemm``) per GPU generation on
+one published FP8 run each, and check the fit against a published FP8-vs-BF16 pair.
+
+- Hopper: NVIDIA Megatron-Bridge 25.11, DGX-H100, LLAMA3_70B FP8-CS on 64 GPUs (TP 4, PP 8,
+  VP 5, GBS 128, MBS 1, sequence 8192; bench/published_training/megatron-bridge-25.11-perf.toml).
+- Blackwell: the same page's DGX-B200 LLAMA3_8B FP8-CS on 8 GPUs (DDP, GBS 128, MBS 2,
+  sequence 8192: 30,624 tokens/s/GPU, docs/performance-summary.md at commit 2b8806b9).
+- Check: torchao's torchtitan benchmark, Llama3-8b on 8 H100 (FSDP2, batch 1, sequence 8192,
+  per-op SAC, torch.compile): BF16 6,150 tokens/s, FP8 tensorwise with float8 all-gather
+  7,689.5 (pytorch/ao commit 9519bebb, torchao/float8/README.md, "Training benchmarks").
+
+Unstated settings (recomputation, sequence parallelism) take the fastest value that fits, as
+``bench/plan_vs_published.py`` does.
+
+    .venv/bin/python bench/fit_fp8.py
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+from ringtree.cost.clusters import get_cluster
+from ringtree.plan.compute import GENERATION, Efficiency, default_efficiency
+from ringtree.plan.model import Model, count_params
+from ringtree.plan.placement import on_cluster
+from ringtree.plan.planner import plan
+from ringtree.plan.presets import get_model
+from ringtree.plan.record import Plan, Training
+from ringtree.plan.strategy import Layout
+
+HERE = Path(__file__).resolve().parent / "published_training"
+SOURCE = "megatron-bridge-25.11-perf"
+#: The DGX-B200 row (not in the TOML, which holds the H100 rows), as printed: LLAMA3_8B, 8 GPUs,
+#: FP8-CS, GBS 128, MBS 2, sequence 8192, FSDP 0, TP 1, PP 1, CP 1, 30624 tokens/s/GPU; the
+#: shape is Llama 3 8B's (Llama Team 2024, Table 3), vocabulary 128,000 as the TOML's rows.
+B200_8B = {"name": "llama3_8b-8gpu-b200", "gpus": 8, "layers": 32, "hidden": 4096,
+           "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128000, "seq_len": 8192,
+           "tp": 1, "pp": 1, "cp": 1, "micro_batch": 2, "global_batch": 128,
+           "tokens_per_s_per_gpu": 30624.0}
+
+
+def _run(name: str) -> dict:
+    data = tomllib.loads((HERE / f"{SOURCE}.toml").read_text())
+    return next(r for r in data["runs"] if r["name"] == name)
+
+
+def _model(r: dict) -> Model:
+    m = Model(r["name"], 0, r["layers"], r["hidden"], r["seq_len"], heads=r["heads"],
+              kv_heads=r["kv_heads"], ffn=r["ffn"], vocab=r["vocab"], gated=True)
+    return replace(m, params=count_params(m))
+
+
+def best(r: dict, cluster: str, eff: Efficiency, precision: str = "fp8") -> Plan:
+    """The fastest fitting plan of the run's settings (recomputation and sp unknown)."""
+    model, tp, pp = _model(r), r["tp"], r["pp"]
+    pl = on_cluster(get_cluster(cluster), r["gpus"] // 8)
+    dp = r["gpus"] // (tp * pp * r["cp"])
+    flavor = "zero3" if r.get("fsdp") else "zero1"
+    out = []
+    for sp in ([False, True] if tp > 1 else [False]):
+        for rc in ("none", "selective", "full"):
+            lay = Layout(flavor, dp, tp, pp, sp, r["cp"], 1, r.get("virtual_stages", 1))
+            tr = Training(micro_batch=r["micro_batch"], global_batch=r["global_batch"],
+                          recompute=rc, dp_overlap="full", precision=precision,
+                          efficiency=eff)
+            out.append(plan(model, pl, lay, tr, with_verdict=False))
+    return min(out, key=lambda p: (not p.fits_memory, p.step_time_s))
+
+
+def published_s(r: dict) -> float:
+    """Iteration time: global batch x sequence / (tokens/s/GPU x GPUs)."""
+    return r["global_batch"] * r["seq_len"] / (r["tokens_per_s_per_gpu"] * r["gpus"])
+
+
+def fit(r: dict, cluster: str, base: Efficiency, bf16_ratio: float | None = None) -> float:
+    """fp8_gemm for which the run's best plan takes its published time (bisection); with
+    ``bf16_ratio``, the BF16 GEMMs (the output layer) tied to it: gemm = ratio x fp8_gemm."""
+    target, lo, hi = published_s(r), 0.05, 1.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        eff = replace(base, fp8_gemm=mid, gemm=mid * bf16_ratio if bf16_ratio else base.gemm)
+        if best(r, cluster, eff).step_time_s > target:  # type: ignore[operator]
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def main() -> int:
+    """Print each fit and the check."""
+    hopper = fit(_run("llama3_70b-64gpu"), "dgx-h100", GENERATION["hopper"])
+    print(f"# hopper: fp8_gemm {hopper:.4f} (fitted on {SOURCE} llama3_70b-64gpu)")
+    bw_base = default_efficiency(get_cluster("dgx-b200").gpu)
+    ratio = GENERATION["hopper"].gemm / hopper
+    blackwell = fit(B200_8B, "dgx-b200", bw_base, ratio)
+    print(f"# blackwell: fp8_gemm {blackwell:.4f}, gemm {blackwell * ratio:.4f} (fitted on "
+          f"{SOURCE} DGX-B200 LLAMA3_8B; BF16 at Hopper's BF16/FP8 ratio {ratio:.4f})")
+    eff = replace(GENERATION["hopper"], fp8_gemm=hopper)
+    m, pl = get_model("llama3-8b"), on_cluster(get_cluster("dgx-h100"), 1)
+    steps = {}
+    for prec in ("bf16", "fp8"):
+        tr = Training(global_batch=8, recompute="selective", precision=prec, efficiency=eff)
+        steps[prec] = plan(m, pl, Layout("zero3", 8, 1, 1), tr, with_verdict=False).step_time_s
+    speedup = steps["bf16"] / steps["fp8"]
+    print(f"# check: torchtitan Llama3-8b on 8 H100, BF16/FP8 step {speedup:.3f} predicted, "
+          f"{7689.5 / 6150:.3f} published ({speedup / (7689.5 / 6150) - 1:+.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
