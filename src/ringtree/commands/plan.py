@@ -14,7 +14,7 @@ from ringtree.output import print_json, stderr_console
 from ringtree.plan.calibrate import fit_efficiency
 from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
 from ringtree.plan.flops import RECOMPUTE
-from ringtree.plan.model import Model
+from ringtree.plan.model import MLPS, SHAPE_FLAGS, Model, custom_shape
 from ringtree.plan.placement import DEFAULT_INTER, DEFAULT_INTRA, Placement, place
 from ringtree.plan.planner import compare, plan
 from ringtree.plan.precision import FP8, PRECISIONS
@@ -55,6 +55,17 @@ def _model_flags(m: argparse._ArgumentGroup) -> None:
                        ("--ffn", "MLP inner size"), ("--vocab", "vocabulary"),
                        ("--seq-len", "sequence length")):
         m.add_argument(flag, type=A.count, help=f"{what} (overrides the preset)")
+    m.add_argument("--mlp", choices=MLPS, help="MLP kind: swiglu (3 matrices, Llama) or gelu "
+                   "(2, GPT; the default of a custom shape, whose --ffn defaults to 4h, or "
+                   "8h/3 rounded up to 256 with swiglu)")
+    m.add_argument("--tied", action="store_true", help="input and output embeddings shared")
+    for flag, what in (("--experts", "routed experts per MoE layer"),
+                       ("--top-k", "experts each token is routed to"),
+                       ("--expert-ffn", "each expert's MLP inner size")):
+        m.add_argument(flag, type=A.count, help=f"mixture of experts: {what}")
+    for flag, what in (("--shared-experts", "experts every token uses (DeepSeek-V3: 1)"),
+                       ("--dense-layers", "first layers with a dense MLP (DeepSeek-V3: 3)")):
+        m.add_argument(flag, type=A.non_negative_int, help=f"mixture of experts: {what}")
     m.add_argument("--dtype", default="fp16", help="params/grads/activations dtype (fp16)")
 
 
@@ -143,12 +154,12 @@ def _output_flags(o: argparse._ArgumentGroup) -> None:
 
 
 def _model(args: argparse.Namespace) -> Model:
-    if args.model is None and args.params is None:
-        raise RingtreeError(f"give --model ({', '.join(PRESETS)}) or --params")
+    shape = {k: getattr(args, k) for k in SHAPE_FLAGS}
+    if args.model is None and args.params is None and args.layers is None:
+        raise RingtreeError(f"give --model ({', '.join(PRESETS)}), --params, or the shape "
+                            "(--layers --hidden --heads --vocab --seq-len [--ffn])")
     base = get_model(args.model) if args.model else Model("custom", args.params or 1)
-    shape = {k: getattr(args, k) for k in
-             ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len")}
-    return base.with_overrides(args.params, **shape)
+    return custom_shape(base, args.params, args.mlp, args.tied, **shape)
 
 
 def _placement(args: argparse.Namespace) -> Placement:

@@ -94,8 +94,9 @@ def render_plan(p: Plan) -> None:
             f"memory per GPU {format_bytes(mem.total)} ({fits} in "
             f"{format_bytes(p.placement.gpu_memory_bytes)}): weights {format_bytes(mem.weights)}, "
             f"gradients {format_bytes(mem.gradients)}, optimizer {format_bytes(mem.optimizer)}, "
-            f"activations {format_bytes(mem.activations)} ({p.training.recompute} "
-            f"recomputation), other {format_bytes(mem.other)}"
+            f"activations {format_bytes(mem.activations)} ({_recompute(p.training.recompute)}"
+            f"{', fp8' if p.training.precision == 'fp8' else ''}), other "
+            f"{format_bytes(mem.other)}"
         )
     else:
         console.print(
@@ -173,3 +174,8 @@ def render_search(found: SearchResult) -> None:
     console.print(f"what limits the best: {found.limits}")
     for i, p in enumerate(plans, start=1):
         console.print(f"{i}. {p.strategy}: {p.verdict}")
+
+
+def _recompute(rc: str) -> str:
+    """The memory line's words for a recomputation setting."""
+    return "no recomputation" if rc == "none" else f"{rc} recomputation"
