@@ -269,9 +269,12 @@ def _calibrated(args: argparse.Namespace, model: Model, placement: Placement,
     eff = fit_efficiency(model, placement, parse_strategy(args.strategy), training,
                          args.calibrate_step)
     assert placement.cluster is not None  # fit_efficiency refuses a placement on links
+    fp8 = training.precision == FP8
+    default = default_efficiency(placement.cluster.gpu)
+    got, was = (eff.fp8_gemm, default.fp8_gemm) if fp8 else (eff.gemm, default.gemm)
     stderr_console().print(
-        f"calibrated: GEMMs reach {format_percent(eff.gemm)} of peak ({eff.source}); the "
-        f"default is {format_percent(default_efficiency(placement.cluster.gpu).gemm)}"
+        f"calibrated: {'FP8 ' if fp8 else ''}GEMMs reach {format_percent(got)} of peak "
+        f"({eff.source}); the default is {format_percent(was)}"
     )
     return replace(training, efficiency=eff)
 
