@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from ringtree.cli import main
+from ringtree.cli import build_parser, main
+from ringtree.commands.plan import _model
 from ringtree.plan.model import count_params, swiglu_ffn
 from ringtree.plan.presets import get_model
 
@@ -32,9 +33,6 @@ def test_a_shape_alone_plans_with_compute(capsys):
 def test_ffn_defaults_to_4h_or_swiglus_rule():
     assert swiglu_ffn(4096) == 11008  # Llama 2 7B
     assert swiglu_ffn(5120) == 13824  # Llama 2 13B
-    from ringtree.commands.plan import _model  # the CLI's model, from its parsed flags
-    from ringtree.cli import build_parser
-
     def model(*argv):
         return _model(build_parser().parse_args(["plan", *argv]))
 
