@@ -52,6 +52,13 @@ FLASH_BACKWARD = 2.5
 #: SeqLen, Dhead) ... flash_v3-tflops": 430.32, 517.099, 565.544, 590.233, 614.234, 620.73
 #: TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k; the fit gives 630 x s / (s + 235) within 1 %).
 FLASH_HALF_KEYS = 235
+#: An eager PyTorch step's compute over a compiled one's (``--no-compile``; the calibrated
+#: frameworks fuse their element-wise kernels, as torch.compile does): torchtitan's FSDP vs
+#: FSDP + torch.compile, docs/performance.md at commit eaea6f6a, Table 1 (Llama 3.1 8B, 8 H100s,
+#: local batch 2, selective checkpointing): 6,667 / 5,762 tokens/s/GPU. Fusing every
+#: element-wise kernel of the roofline away gains 6 % on that step, not 16 %: the rest is what
+#: eager PyTorch loses besides (launches, unfused autograd), not modelled kernel by kernel.
+EAGER = 6667 / 5762
 
 
 @dataclass(frozen=True)
@@ -112,10 +119,13 @@ class Device:
     eff: Efficiency
     precision: str = BF16
     fp8_flops: float = 0.0
+    eager: float = 1.0
 
     @classmethod
-    def of(cls, gpu: Gpu, eff: Efficiency | None = None, precision: str = BF16) -> Device:
-        """From a GPU preset (its dense BF16 and FP8 peaks and HBM bandwidth)."""
+    def of(cls, gpu: Gpu, eff: Efficiency | None = None, precision: str = BF16,
+           compiled: bool = True) -> Device:
+        """From a GPU preset (its dense BF16 and FP8 peaks and HBM bandwidth); not
+        ``compiled``: an eager PyTorch step, its compute :data:`EAGER` times slower."""
         if gpu.bf16_tflops <= 0 or gpu.memory_bandwidth_GBps <= 0:
             raise RingtreeError(
                 f"GPU {gpu.key} has no BF16 peak or memory bandwidth: the compute model needs "
@@ -124,7 +134,7 @@ class Device:
         check_precision(precision, gpu.fp8_tflops, gpu.key)
         return cls(gpu.bf16_tflops * 1e12, gpu.memory_bandwidth_GBps * 1e9,
                    SMS.get(gpu.arch, 132), eff or default_efficiency(gpu), precision,
-                   gpu.fp8_tflops * 1e12)
+                   gpu.fp8_tflops * 1e12, 1.0 if compiled else EAGER)
 
     def gemm_s(self, m: float, n: float, k: float, batch: float = 1, fp8: bool = False,
                pad: bool = False) -> float:
@@ -270,7 +280,8 @@ def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime
     dense = acc.gemm + acc.other
     forward = dense + acc.cast_f + elementwise + att_f
     backward = 2 * dense + acc.cast_b + 2 * elementwise + att_b
-    return LayerTime(forward, backward, att_f, acc.gemm)
+    e = dev.eager
+    return LayerTime(e * forward, e * backward, e * att_f, e * acc.gemm)
 
 
 def attention_time(m: Model, sl: Slice, dev: Device) -> tuple[float, float]:
@@ -295,7 +306,7 @@ def logits_time(m: Model, tokens: int, tp: int, dev: Device) -> tuple[float, flo
     assert m.vocab and m.hidden
     gemm = dev.gemm_s(tokens, m.vocab / tp, m.hidden)
     loss = dev.memory_s(3 * 4 * tokens * m.vocab / tp, kernels=3)
-    return gemm + loss, 2 * gemm + loss
+    return dev.eager * (gemm + loss), dev.eager * (2 * gemm + loss)
 
 
 #: Bytes the optimizer step moves per parameter of a GPU's shard (Megatron-LM mixed precision):

@@ -53,6 +53,9 @@ class Training:
     in the critical path", Dubey et al. 2024, section 3.3.2).
     precision: the linear layers' GEMMs, ``bf16``, ``fp16`` or ``fp8`` (Transformer Engine's
     recipe: :mod:`ringtree.plan.precision`); ``itemsize`` stays the 16-bit weights' 2.
+    compile: fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile), as
+    the calibration runs had; False: eager PyTorch, its compute
+    :data:`ringtree.plan.compute.EAGER` times slower.
     """
 
     itemsize: int = 2
@@ -72,6 +75,7 @@ class Training:
     tp_overlap: bool = True
     cp_overlap: bool = True
     precision: str = BF16
+    compile: bool = True
 
 
 @dataclass(frozen=True)
