@@ -107,3 +107,28 @@ def test_cli_precision_dtype_alias_and_refusal(capsys):
                  "--precision", "fp8"]) == 2
     err = capsys.readouterr().err.strip()
     assert "FP8 tensor cores" in err and len(err.splitlines()) == 1
+
+
+def test_a_gpu_described_in_a_cluster_file(tmp_path, capsys):
+    # an H800: an H100 SXM with 8 NVLink links instead of 18; and a GPU from its figures
+    h800 = tmp_path / "h800.toml"
+    h800.write_text('[cluster]\npreset = "dgx-h100"\ngpu = { preset = "h100-sxm", name = '
+                    '"H800 SXM5 80GB", nvlink_links = 8 }\n')
+    own = tmp_path / "own.toml"
+    own.write_text('[cluster]\npreset = "dgx-h100"\n[cluster.gpu]\nname = "mine"\narch = '
+                   '"hopper"\nsm = 90\nmemory_gb = 96\nmemory_bandwidth_gbps = 2400\n'
+                   'bf16_dense_tflops = 800\nfp8_dense_tflops = 1600\n')
+    argv = ["plan", "--model", "llama3-8b", "--nodes", "1", "--strategy", "zero3",
+            "--global-batch", "8", "--json", "--cluster"]
+    got = {}
+    for name, path in (("h100", "dgx-h100"), ("h800", str(h800)), ("own", str(own))):
+        assert main([*argv, path]) == 0
+        got[name] = json.loads(capsys.readouterr().out)["plans"][0]
+    # the H800's compute is the H100's; its NVLink is 8/18 of it
+    assert got["h800"]["compute_s"] == pytest.approx(got["h100"]["compute_s"])
+    assert got["own"]["gpu_memory_bytes"] == 96e9
+    assert got["own"]["compute_s"] > got["h100"]["compute_s"]  # 800 TFLOP/s, 2.4 TB/s
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[cluster]\npreset = "dgx-h100"\ngpu = { name = "x" }\n')
+    assert main([*argv, str(bad)]) == 2
+    assert "the gpu table needs arch" in capsys.readouterr().err
