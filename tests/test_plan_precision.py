@@ -132,3 +132,10 @@ def test_a_gpu_described_in_a_cluster_file(tmp_path, capsys):
     bad.write_text('[cluster]\npreset = "dgx-h100"\ngpu = { name = "x" }\n')
     assert main([*argv, str(bad)]) == 2
     assert "the gpu table needs arch" in capsys.readouterr().err
+
+
+def test_json_says_the_precision(capsys):
+    assert main(["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1",
+                 "--precision", "fp8", "--json"]) == 0
+    p = json.loads(capsys.readouterr().out)["plans"][0]
+    assert (p["precision"], p["compile"]) == ("fp8", True)
