@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ringtree.cli import main
 from ringtree.cost.clusters import get_cluster
 from ringtree.plan.compute import GENERATION, TILE_M, TILE_N, Device, Slice, layer_time
-from ringtree.plan.memory import activation_bytes_per_layer, fp8_copies, state_memory
+from ringtree.plan.memory import activation_bytes_per_layer, state_memory
 from ringtree.plan.model import attention_params, mlp_params
 from ringtree.plan.placement import on_cluster
 from ringtree.plan.planner import plan
@@ -67,15 +67,23 @@ def test_llama3_8b_on_one_h100_node_fp8_is_1_2_to_1_7_times_faster_and_keeps_its
     assert f.memory.activations < b.memory.activations
 
 
-def test_fp8_memory_keeps_bf16_weights_plus_one_byte_copies_and_saves_wgrad_inputs():
+def test_fp8_memory_keeps_master_weights_and_stores_linear_weights_in_one_byte():
     m = LLAMA3_8B
     lay = Layout("zero1", 8, 1, 1)
-    wb, gb, ob, _ = state_memory(m, lay)
-    wf, gf, of, _ = state_memory(m, lay, precision=FP8)
-    assert (gf, of) == (gb, ob)  # fp32 main gradients, master weights, Adam moments as BF16's
     linear = 32 * (attention_params(m) + mlp_params(4096, 14336, True))
-    assert wf - wb == pytest.approx(linear, abs=2)
-    assert fp8_copies(m, Layout("zero3", 8, 1, 1))[0] == 0.0  # only the gathered layers
+    wb, gb, ob, xb = state_memory(m, lay)
+    wf, gf, of, xf = state_memory(m, lay, precision=FP8)
+    assert (gf, of, xf) == (gb, ob, xb)  # fp32 main gradients, master weights, Adam moments
+    # Megatron: the linear layers' weights are FP8 parameters (fp8_param_gather)
+    assert wb - wf == pytest.approx(linear, abs=2)
+    # torchao under FSDP: the BF16 weights stay, the two layers in use get FP8 copies
+    wt, _, _, xt = state_memory(m, lay, framework="deepspeed", precision=FP8)
+    _, _, _, xd = state_memory(m, lay, framework="deepspeed")
+    assert wt == state_memory(m, lay, framework="deepspeed")[0]
+    assert xt - xd == pytest.approx(2 * linear / 32, abs=2)
+    z3 = Layout("zero3", 8, 1, 1)
+    assert state_memory(m, z3)[0] - state_memory(m, z3, precision=FP8)[0] == pytest.approx(
+        linear / 8, abs=2)
     s, h, f = 8192, 4096, 14336
     saved = s * (2 * h + f)  # the two norms' outputs and the down projection's input, 1 B less
     got = (activation_bytes_per_layer(m, 1, 1, False, "none", "flash")

@@ -172,18 +172,25 @@ def memory(
     return Memory(weights, grads, opt, acts, other)
 
 
-def fp8_copies(m: Model, layout: Layout) -> tuple[float, float]:
-    """Bytes of FP8 weight copies (:mod:`ringtree.plan.precision`) on the busiest GPU: of the
-    linear layers it holds whole (none under ZeRO-3), and of the two layers ZeRO-3 gathers."""
+def fp8_weights(m: Model, layout: Layout, divisors: tuple[float, float], itemsize: int,
+                framework: str) -> tuple[float, float]:
+    """(weights, other) bytes that FP8 adds on the busiest GPU (:mod:`ringtree.plan.precision`):
+    under Megatron the linear layers' weights are FP8 parameters (1 byte instead of
+    ``itemsize``: their shards, divided by ``divisors`` = (dense, expert) ZeRO-3 sharding, and
+    the two layers ZeRO-3 gathers); elsewhere the 16-bit weights stay and the two layers in
+    use get FP8 copies."""
     if not m.complete:
         return 0.0, 0.0
-    assert m.layers and m.hidden
+    assert m.layers and m.hidden and m.vocab
     dense, experts, layers = stage_params(m, layout)
-    embed = m.vocab * m.hidden * (1 if (layout.pp > 1 or m.tied) else 2) / layout.tp  # type: ignore[operator]
-    linear = FP8_WEIGHT_BYTES * (dense - embed - 2 * m.hidden * layers / layout.tp + experts)
-    if layout.flavor == "zero3":
-        return 0.0, 2 * linear / max(layers, 1)
-    return linear, 0.0
+    embed = m.vocab * m.hidden * (1 if (layout.pp > 1 or m.tied) else 2)
+    linear = dense - (embed + 2 * m.hidden * layers) / layout.tp
+    two_layers = 2 * (linear + experts) / max(layers, 1)
+    if framework != MEGATRON:
+        return 0.0, FP8_WEIGHT_BYTES * two_layers
+    saved = itemsize - FP8_WEIGHT_BYTES
+    gathered = two_layers if layout.flavor == "zero3" else 0.0
+    return -saved * (linear / divisors[0] + experts / divisors[1]), -saved * gathered
 
 
 def state_memory(
@@ -192,7 +199,7 @@ def state_memory(
 ) -> tuple[int, int, int, int]:
     """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
     depend on the micro-batch (the module doc's model states, and the fixed allowance; FP8's
-    weight copies, :func:`fp8_copies`)."""
+    weights, :func:`fp8_weights`)."""
     dense, experts, layers = stage_params(m, layout)
     shard = layout.dp * layout.cp
     expert_shard = max(1, layout.dp // layout.ep) * layout.cp
@@ -215,7 +222,7 @@ def state_memory(
     if z == "zero3":  # two layers gathered at once
         other += 2 * itemsize * (dense + experts) / max(layers, 1)
     if precision == FP8:
-        held, gathered = fp8_copies(m, layout)
+        held, gathered = fp8_weights(m, layout, (w_div, ew_div), itemsize, framework)
         weights, other = weights + held, other + gathered
     return int(weights), int(grads), int(opt), int(other)
 

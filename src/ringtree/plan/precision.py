@@ -18,14 +18,17 @@ Transformer Engine's ``fp8_autocast``) and torchao's ``Float8Linear`` run it:
   memory-bound kernels, priced by the roofline's memory term. Transformer Engine fuses some of
   them into the norms and the activation function; the fitted FP8 efficiency absorbs that.
 
-Memory (Transformer Engine with Megatron-LM's mixed precision; torchao keeps the same): the
-fp32 master weights, Adam's fp32 moments and the fp32 main gradients are those of BF16 training;
-the BF16 weights are kept, plus an FP8 copy (1 byte per linear-layer parameter) of the
-weights the GPU holds whole (under ZeRO-3 only the gathered layers', counted with them); of the
-activations, the inputs the backward's wgrad GEMMs read are saved in FP8 rather than BF16: the
-two norms' outputs (QKV's and the MLP's inputs) and the MLP's down-projection input
-(:func:`fp8_saved_activation`). Everything else (attention's Q, K, V and output for
-FlashAttention's backward, the norms' inputs, the MLP's up/gate outputs) stays BF16.
+Memory: the fp32 master weights, Adam's fp32 moments and the fp32 main gradients are those of
+BF16 training. The weights: under Megatron the linear layers' weights are FP8 parameters, one
+byte each, with no 16-bit copy (NVIDIA Megatron-Bridge's FP8 recipes set ``fp8_param_gather =
+True``, Transformer Engine's FP8 model parameters: src/megatron/bridge/training/
+mixed_precision.py, ``bf16_with_fp8_current_scaling_mixed``, commit 2b8806b9); embeddings and
+norms stay 16-bit. Elsewhere (torchao's ``Float8Linear`` under FSDP2) the 16-bit weights stay
+and the layers in use get FP8 copies (two layers' worth). Of the activations, the inputs the
+backward's wgrad GEMMs read are saved in FP8 rather than BF16: the two norms' outputs (QKV's and
+the MLP's inputs) and the MLP's down-projection input (:func:`fp8_saved_activation`).
+Everything else (attention's Q, K, V and output for FlashAttention's backward, the norms'
+inputs, the MLP's up/gate outputs) stays BF16.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ PRECISIONS = (BF16, FP16, FP8)
 #: ``cast_transpose`` with delayed scaling; current scaling's separate amax pass is in the
 #: fitted efficiency).
 CAST_BYTES_PER_ELEMENT = 4
-#: Bytes per parameter of the FP8 weight copy kept beside the BF16 weight.
+#: Bytes per parameter of an FP8 weight (an FP8 parameter, or a copy beside a 16-bit one).
 FP8_WEIGHT_BYTES = 1
 
 
