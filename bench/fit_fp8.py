@@ -1,13 +1,18 @@
 """Fit the FP8 GEMMs' fraction of the FP8 peak (``Efficiency.fp8_gemm``) per GPU generation on
-one published FP8 run each, and check the fit against a published FP8-vs-BF16 pair.
+one published FP8 run each, and check it on another FP8 run and a published FP8-vs-BF16 pair.
 
-- Hopper: NVIDIA Megatron-Bridge 25.11, DGX-H100, LLAMA3_70B FP8-CS on 64 GPUs (TP 4, PP 8,
-  VP 5, GBS 128, MBS 1, sequence 8192; bench/published_training/megatron-bridge-25.11-perf.toml).
-- Blackwell: the same page's DGX-B200 LLAMA3_8B FP8-CS on 8 GPUs (DDP, GBS 128, MBS 2,
-  sequence 8192: 30,624 tokens/s/GPU, docs/performance-summary.md at commit 2b8806b9).
-- Check: torchao's torchtitan benchmark, Llama3-8b on 8 H100 (FSDP2, batch 1, sequence 8192,
-  per-op SAC, torch.compile): BF16 6,150 tokens/s, FP8 tensorwise with float8 all-gather
-  7,689.5 (pytorch/ao commit 9519bebb, torchao/float8/README.md, "Training benchmarks").
+- Hopper: NVIDIA NeMo 24.07, DGX-H100, LLAMA2-70B FP8 on 64 GPUs (TP 4, PP 4, VP 20, GBS 128,
+  MBS 1, sequence 4096: 1,728 tokens/s/GPU; bench/published_training/nemo-24.07-perf.toml, its
+  shape NeMo's Llama2Config70B = Llama 2 70B's, the ``70b`` preset): a 70B Megatron layout as
+  the BF16 calibration run is.
+- Blackwell: NVIDIA Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS on 8 GPUs (DDP, GBS
+  128, MBS 2, sequence 8192: 30,624 tokens/s/GPU, docs/performance-summary.md at commit
+  2b8806b9).
+- Checks: Megatron-Bridge 25.11's DGX-H100 LLAMA3_70B FP8-CS (64 GPUs, TP 4, PP 8, VP 5:
+  1,602 tokens/s/GPU); torchao's torchtitan benchmark, Llama3-8b on 8 H100 (FSDP2, batch 1,
+  sequence 8192, per-op SAC, torch.compile): BF16 6,150 tokens/s, FP8 tensorwise with float8
+  all-gather 7,689.5 (pytorch/ao commit 9519bebb, torchao/float8/README.md, "Training
+  benchmarks").
 
 Unstated settings (recomputation, sequence parallelism) take the fastest value that fits, as
 ``bench/plan_vs_published.py`` does.
@@ -41,13 +46,21 @@ B200_8B = {"name": "llama3_8b-8gpu-b200", "gpus": 8, "layers": 32, "hidden": 409
            "tokens_per_s_per_gpu": 30624.0}
 
 
-def _run(name: str) -> dict:
-    data = tomllib.loads((HERE / f"{SOURCE}.toml").read_text())
+def _run(name: str, source: str = SOURCE) -> dict:
+    data = tomllib.loads((HERE / f"{source}.toml").read_text())
     return next(r for r in data["runs"] if r["name"] == name)
 
 
+def _llama2_70b() -> dict:
+    """NeMo 24.07's Llama 2 70B row with the shape of the ``70b`` preset (its source's)."""
+    m = get_model("70b")
+    shape = {"layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+             "ffn": m.ffn, "vocab": m.vocab}
+    return {**_run("llama2-70b-64gpu", "nemo-24.07-perf"), **shape}
+
+
 def _model(r: dict) -> Model:
-    m = Model(r["name"], 0, r["layers"], r["hidden"], r["seq_len"], heads=r["heads"],
+    m = Model(str(r["name"]), 0, r["layers"], r["hidden"], r["seq_len"], heads=r["heads"],
               kv_heads=r["kv_heads"], ffn=r["ffn"], vocab=r["vocab"], gated=True)
     return replace(m, params=count_params(m))
 
@@ -90,14 +103,18 @@ def fit(r: dict, cluster: str, base: Efficiency, bf16_ratio: float | None = None
 
 def main() -> int:
     """Print each fit and the check."""
-    hopper = fit(_run("llama3_70b-64gpu"), "dgx-h100", GENERATION["hopper"])
-    print(f"# hopper: fp8_gemm {hopper:.4f} (fitted on {SOURCE} llama3_70b-64gpu)")
+    hopper = fit(_llama2_70b(), "dgx-h100", GENERATION["hopper"])
+    print(f"# hopper: fp8_gemm {hopper:.4f} (fitted on nemo-24.07-perf llama2-70b-64gpu)")
     bw_base = default_efficiency(get_cluster("dgx-b200").gpu)
     ratio = GENERATION["hopper"].gemm / hopper
     blackwell = fit(B200_8B, "dgx-b200", bw_base, ratio)
     print(f"# blackwell: fp8_gemm {blackwell:.4f}, gemm {blackwell * ratio:.4f} (fitted on "
           f"{SOURCE} DGX-B200 LLAMA3_8B; BF16 at Hopper's BF16/FP8 ratio {ratio:.4f})")
     eff = replace(GENERATION["hopper"], fp8_gemm=hopper)
+    r = _run("llama3_70b-64gpu")
+    got, want = best(r, "dgx-h100", eff).step_time_s, published_s(r)
+    print(f"# check: {SOURCE} llama3_70b-64gpu {got:.3f} s predicted, {want:.3f} s published "
+          f"({got / want - 1:+.1%})")  # type: ignore[operator]
     m, pl = get_model("llama3-8b"), on_cluster(get_cluster("dgx-h100"), 1)
     steps = {}
     for prec in ("bf16", "fp8"):

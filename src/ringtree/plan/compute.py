@@ -79,19 +79,20 @@ class Efficiency:
 
 #: e_gemm per GPU generation, fitted by ``bench/plan_vs_published.py --fit`` on the runs it
 #: names as calibration runs (Ampere: Korthikanti et al. 2022's 22B; Hopper: the Megatron-LM
-#: README's 70B); the others are checks. fp8_gemm, fitted by ``bench/fit_fp8.py`` on NVIDIA
-#: Megatron-Bridge 25.11's FP8-CS rows (docs/performance-summary.md, commit 2b8806b9): Hopper
-#: on DGX-H100 LLAMA3_70B (64 GPUs, 1,602 tokens/s/GPU), Blackwell on DGX-B200 LLAMA3_8B
-#: (8 GPUs, 30,624 tokens/s/GPU). Megatron-Bridge publishes no dense BF16 row on Blackwell:
-#: its BF16 e_gemm is tied to the FP8 one by Hopper's BF16/FP8 ratio (0.5841 / 0.8718) in
-#: the fit, said in its source. Volta and Ada are not calibrated: they take Hopper's figures,
-#: and say so.
+#: README's 70B); the others are checks. fp8_gemm, fitted by ``bench/fit_fp8.py``: Hopper on
+#: NVIDIA NeMo 24.07's DGX-H100 LLAMA2-70B FP8 row (64 GPUs, TP 4, PP 4, VP 20: 1,728
+#: tokens/s/GPU; docs/source/performance/performance_summary.md at commit 8e3d65dc), Blackwell
+#: on Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS row (8 GPUs: 30,624 tokens/s/GPU;
+#: docs/performance-summary.md at commit 2b8806b9). Megatron-Bridge publishes no dense BF16
+#: row on Blackwell: its BF16 e_gemm is tied to the FP8 one by Hopper's BF16/FP8 ratio
+#: (0.5841 / 0.7573) in the fit, said in its source. Volta and Ada are not calibrated: they
+#: take Hopper's figures, and say so.
 GENERATION: dict[str, Efficiency] = {
     "ampere": Efficiency(0.7214, flash=0.6, source="fitted on Korthikanti et al. 2022, 175B"),
     "hopper": Efficiency(0.5841, flash=0.35, source="fitted on the Megatron-LM README, 70B",
-                         fp8_gemm=0.8718),
+                         fp8_gemm=0.7573),
     "blackwell": Efficiency(
-        0.4413, flash=0.35, fp8_gemm=0.6587,
+        0.4960, flash=0.35, fp8_gemm=0.6430,
         source="FP8 fitted on Megatron-Bridge 25.11 DGX-B200 Llama 3 8B; BF16 and "
         "FlashAttention's figures assumed from Hopper's ratios (no BF16 row published)"),
 }
