@@ -84,7 +84,8 @@ def render_plan(p: Plan) -> None:
     fits = "fits" if p.fits_memory else "does NOT fit"
     opt = f", optimizer {_t(p.optimizer_s)}" if p.optimizer_s else ""
     console.print(
-        f"compute {_t(p.compute_s)}, bubble {_t(p.bubble_s)}{opt}, step {_t(p.step_time_s)}; "
+        f"compute {_t(p.compute_s)}{_options(p)}, bubble {_t(p.bubble_s)}{opt}, step "
+        f"{_t(p.step_time_s)}; "
         f"overhead {_pct(p.overhead)}"
         + (f"; MFU {_pct(p.mfu)}, HFU {_pct(p.hfu)}" if p.mfu is not None else "")
     )
@@ -179,3 +180,10 @@ def render_search(found: SearchResult) -> None:
 def _recompute(rc: str) -> str:
     """The memory line's words for a recomputation setting."""
     return "no recomputation" if rc == "none" else f"{rc} recomputation"
+
+
+def _options(p: Plan) -> str:
+    """What the compute line says of the precision and compilation, when not the default."""
+    said = [f"{p.training.precision.upper()} GEMMs"] if p.training.precision != "bf16" else []
+    said += [] if p.training.compile else ["eager"]
+    return f" ({', '.join(said)})" if said else ""
