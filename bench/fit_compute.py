@@ -1,5 +1,6 @@
-"""Fit the FP8 GEMMs' fraction of the FP8 peak (``Efficiency.fp8_gemm``) per GPU generation on
-one published FP8 run each, and check it on another FP8 run and a published FP8-vs-BF16 pair.
+"""Fit the compute model's constants that no BF16 Hopper/Ampere run fixes: the FP8 GEMMs'
+fraction of the FP8 peak (``Efficiency.fp8_gemm``) per GPU generation, and Blackwell's BF16
+GEMMs and FlashAttention, each on one published run; check them on others.
 
 - Hopper: NVIDIA NeMo 24.07, DGX-H100, LLAMA2-70B FP8 on 64 GPUs (TP 4, PP 4, VP 20, GBS 128,
   MBS 1, sequence 4096: 1,728 tokens/s/GPU; bench/published_training/nemo-24.07-perf.toml, its
@@ -7,7 +8,12 @@ one published FP8 run each, and check it on another FP8 run and a published FP8-
   the BF16 calibration run is.
 - Blackwell: NVIDIA Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS on 8 GPUs (DDP, GBS
   128, MBS 2, sequence 8192: 30,624 tokens/s/GPU, docs/performance-summary.md at commit
-  2b8806b9).
+  2b8806b9) for fp8_gemm (the BF16 GEMMs tied to it by Hopper's BF16/FP8 ratio: no dense BF16
+  Blackwell row is published); FlashAttention's ``flash`` on NVIDIA NeMo's long-sequence
+  LLAMA3-8B (FP8) - B200 row of 1024K tokens (256 GPUs, TP 4, CP 16, DP 4, batch 4: 1,608 model
+  TFLOP/s per GPU; docs/source/performance/performance_long_sequence.md at commit 14d427f5,
+  container NeMo25.04.rc2), where attention is 97 % of the FLOPs. The two are fitted in turn
+  until they settle.
 - Checks: Megatron-Bridge 25.11's DGX-H100 LLAMA3_70B FP8-CS (64 GPUs, TP 4, PP 8, VP 5:
   1,602 tokens/s/GPU); torchao's torchtitan benchmark, Llama3-8b on 8 H100 (FSDP2, batch 1,
   sequence 8192, per-op SAC, torch.compile): BF16 6,150 tokens/s, FP8 tensorwise with float8
@@ -17,12 +23,13 @@ one published FP8 run each, and check it on another FP8 run and a published FP8-
 Unstated settings (recomputation, sequence parallelism) take the fastest value that fits, as
 ``bench/plan_vs_published.py`` does.
 
-    .venv/bin/python bench/fit_fp8.py
+    .venv/bin/python bench/fit_compute.py
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,6 +51,11 @@ B200_8B = {"name": "llama3_8b-8gpu-b200", "gpus": 8, "layers": 32, "hidden": 409
            "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128000, "seq_len": 8192,
            "tp": 1, "pp": 1, "cp": 1, "micro_batch": 2, "global_batch": 128,
            "tokens_per_s_per_gpu": 30624.0}
+#: NeMo's LLAMA3-8B (FP8) - B200 1024K row as printed (commit 14d427f5); TFLOP/s only.
+B200_1M = {"name": "llama3-8b-b200-seq1024k", "gpus": 256, "layers": 32, "hidden": 4096,
+           "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256, "seq_len": 1048576,
+           "tp": 4, "pp": 1, "cp": 16, "micro_batch": 1, "global_batch": 4,
+           "tflops_per_gpu": 1608.0}
 
 
 def _run(name: str, source: str = SOURCE) -> dict:
@@ -82,18 +94,23 @@ def best(r: dict, cluster: str, eff: Efficiency, precision: str = "fp8") -> Plan
     return min(out, key=lambda p: (not p.fits_memory, p.step_time_s))
 
 
-def published_s(r: dict) -> float:
-    """Iteration time: global batch x sequence / (tokens/s/GPU x GPUs)."""
-    return r["global_batch"] * r["seq_len"] / (r["tokens_per_s_per_gpu"] * r["gpus"])
+def published_s(r: dict, eff: Efficiency) -> float:
+    """Iteration time: global batch x sequence / (tokens/s/GPU x GPUs), or from the model
+    TFLOP/s per GPU and the plan's model FLOPs (the same count as NeMo's)."""
+    if "tokens_per_s_per_gpu" in r:
+        return r["global_batch"] * r["seq_len"] / (r["tokens_per_s_per_gpu"] * r["gpus"])
+    flops = best(r, "dgx-b200", eff).model_flops
+    return flops / (r["tflops_per_gpu"] * 1e12 * r["gpus"])  # type: ignore[operator]
 
 
-def fit(r: dict, cluster: str, base: Efficiency, bf16_ratio: float | None = None) -> float:
-    """fp8_gemm for which the run's best plan takes its published time (bisection); with
-    ``bf16_ratio``, the BF16 GEMMs (the output layer) tied to it: gemm = ratio x fp8_gemm."""
-    target, lo, hi = published_s(r), 0.05, 1.0
+def fit(r: dict, cluster: str, base: Efficiency, field: str,
+        tie: Callable[[float], dict] = lambda v: {}) -> float:
+    """The value of ``field`` (and what ``tie`` sets with it) for which the run's best plan
+    takes its published time (bisection: the step falls as the efficiency rises)."""
+    target, lo, hi = published_s(r, base), 0.05, 1.0
     for _ in range(30):
         mid = (lo + hi) / 2
-        eff = replace(base, fp8_gemm=mid, gemm=mid * bf16_ratio if bf16_ratio else base.gemm)
+        eff = replace(base, **{field: mid}, **tie(mid))
         if best(r, cluster, eff).step_time_s > target:  # type: ignore[operator]
             lo = mid
         else:
@@ -101,18 +118,28 @@ def fit(r: dict, cluster: str, base: Efficiency, bf16_ratio: float | None = None
     return (lo + hi) / 2
 
 
+def blackwell(ratio: float) -> Efficiency:
+    """Blackwell's fp8_gemm (BF16 tied by ``ratio``) and flash, fitted in turn."""
+    eff = default_efficiency(get_cluster("dgx-b200").gpu)
+    for _ in range(4):
+        fp8 = fit(B200_8B, "dgx-b200", eff, "fp8_gemm", lambda v: {"gemm": v * ratio})
+        eff = replace(eff, fp8_gemm=fp8, gemm=fp8 * ratio)
+        eff = replace(eff, flash=fit(B200_1M, "dgx-b200", eff, "flash"))
+    return eff
+
+
 def main() -> int:
     """Print each fit and the check."""
-    hopper = fit(_llama2_70b(), "dgx-h100", GENERATION["hopper"])
+    hopper = fit(_llama2_70b(), "dgx-h100", GENERATION["hopper"], "fp8_gemm")
     print(f"# hopper: fp8_gemm {hopper:.4f} (fitted on nemo-24.07-perf llama2-70b-64gpu)")
-    bw_base = default_efficiency(get_cluster("dgx-b200").gpu)
     ratio = GENERATION["hopper"].gemm / hopper
-    blackwell = fit(B200_8B, "dgx-b200", bw_base, ratio)
-    print(f"# blackwell: fp8_gemm {blackwell:.4f}, gemm {blackwell * ratio:.4f} (fitted on "
-          f"{SOURCE} DGX-B200 LLAMA3_8B; BF16 at Hopper's BF16/FP8 ratio {ratio:.4f})")
+    bw = blackwell(ratio)
+    print(f"# blackwell: fp8_gemm {bw.fp8_gemm:.4f}, gemm {bw.gemm:.4f} (fitted on {SOURCE} "
+          f"DGX-B200 LLAMA3_8B; BF16 at Hopper's BF16/FP8 ratio {ratio:.4f}), flash "
+          f"{bw.flash:.4f} (fitted on NeMo's B200 LLAMA3-8B 1024K)")
     eff = replace(GENERATION["hopper"], fp8_gemm=hopper)
     r = _run("llama3_70b-64gpu")
-    got, want = best(r, "dgx-h100", eff).step_time_s, published_s(r)
+    got, want = best(r, "dgx-h100", eff).step_time_s, published_s(r, eff)
     print(f"# check: {SOURCE} llama3_70b-64gpu {got:.3f} s predicted, {want:.3f} s published "
           f"({got / want - 1:+.1%})")  # type: ignore[operator]
     m, pl = get_model("llama3-8b"), on_cluster(get_cluster("dgx-h100"), 1)
