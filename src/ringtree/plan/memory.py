@@ -172,13 +172,12 @@ def memory(
     return Memory(weights, grads, opt, acts, other)
 
 
-def fp8_weights(m: Model, layout: Layout, divisors: tuple[float, float], itemsize: int,
-                framework: str) -> tuple[float, float]:
+def fp8_weights(m: Model, layout: Layout, itemsize: int, framework: str) -> tuple[float, float]:
     """(weights, other) bytes that FP8 adds on the busiest GPU (:mod:`ringtree.plan.precision`):
     under Megatron the linear layers' weights are FP8 parameters (1 byte instead of
-    ``itemsize``: their shards, divided by ``divisors`` = (dense, expert) ZeRO-3 sharding, and
-    the two layers ZeRO-3 gathers); elsewhere the 16-bit weights stay and the two layers in
-    use get FP8 copies."""
+    ``itemsize``: their shards, over dp x cp under ZeRO-3 (experts over dp/ep x cp), and the
+    two layers ZeRO-3 gathers); elsewhere the 16-bit weights stay and the two layers in use
+    get FP8 copies."""
     if not m.complete:
         return 0.0, 0.0
     assert m.layers and m.hidden and m.vocab
@@ -189,8 +188,10 @@ def fp8_weights(m: Model, layout: Layout, divisors: tuple[float, float], itemsiz
     if framework != MEGATRON:
         return 0.0, FP8_WEIGHT_BYTES * two_layers
     saved = itemsize - FP8_WEIGHT_BYTES
-    gathered = two_layers if layout.flavor == "zero3" else 0.0
-    return -saved * (linear / divisors[0] + experts / divisors[1]), -saved * gathered
+    if layout.flavor != "zero3":
+        return -saved * (linear + experts), 0.0
+    shard, expert_shard = layout.dp * layout.cp, max(1, layout.dp // layout.ep) * layout.cp
+    return -saved * (linear / shard + experts / expert_shard), -saved * two_layers
 
 
 def state_memory(
@@ -222,7 +223,7 @@ def state_memory(
     if z == "zero3":  # two layers gathered at once
         other += 2 * itemsize * (dense + experts) / max(layers, 1)
     if precision == FP8:
-        held, gathered = fp8_weights(m, layout, (w_div, ew_div), itemsize, framework)
+        held, gathered = fp8_weights(m, layout, itemsize, framework)
         weights, other = weights + held, other + gathered
     return int(weights), int(grads), int(opt), int(other)
 
