@@ -14,9 +14,10 @@ from ringtree.output import print_json, stderr_console
 from ringtree.plan.calibrate import fit_efficiency
 from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
 from ringtree.plan.flops import RECOMPUTE
-from ringtree.plan.model import Model
+from ringtree.plan.model import MLPS, SHAPE_FLAGS, Model, custom_shape
 from ringtree.plan.placement import DEFAULT_INTER, DEFAULT_INTRA, Placement, place
 from ringtree.plan.planner import compare, plan
+from ringtree.plan.precision import FP8, PRECISIONS
 from ringtree.plan.presets import PRESETS, get_model
 from ringtree.plan.record import DP_OVERLAP, Training
 from ringtree.plan.search import OBJECTIVES, search
@@ -54,6 +55,17 @@ def _model_flags(m: argparse._ArgumentGroup) -> None:
                        ("--ffn", "MLP inner size"), ("--vocab", "vocabulary"),
                        ("--seq-len", "sequence length")):
         m.add_argument(flag, type=A.count, help=f"{what} (overrides the preset)")
+    m.add_argument("--mlp", choices=MLPS, help="MLP kind: swiglu (3 matrices, Llama) or gelu "
+                   "(2, GPT; the default of a custom shape, whose --ffn defaults to 4h, or "
+                   "8h/3 rounded up to 256 with swiglu)")
+    m.add_argument("--tied", action="store_true", help="input and output embeddings shared")
+    for flag, what in (("--experts", "routed experts per MoE layer"),
+                       ("--top-k", "experts each token is routed to"),
+                       ("--expert-ffn", "each expert's MLP inner size")):
+        m.add_argument(flag, type=A.count, help=f"mixture of experts: {what}")
+    for flag, what in (("--shared-experts", "experts every token uses (DeepSeek-V3: 1)"),
+                       ("--dense-layers", "first layers with a dense MLP (DeepSeek-V3: 3)")):
+        m.add_argument(flag, type=A.non_negative_int, help=f"mixture of experts: {what}")
     m.add_argument("--dtype", default="fp16", help="params/grads/activations dtype (fp16)")
 
 
@@ -90,6 +102,13 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument("--sharding", type=A.flavors, metavar="F,...",
                    help="--search: only these data-parallel flavours, e.g. zero2,zero3 for what "
                    "your framework runs (default: ddp, zero1, zero2, zero3)")
+    t.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="the linear layers' GEMMs: bf16 (default), fp16, or fp8 as Transformer "
+                   "Engine runs them (BF16 weights and attention, fp32 master weights)")
+    t.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                   help="fused kernels as Megatron/Transformer Engine or torch.compile run them "
+                   "(default); --no-compile: eager PyTorch, its compute 1.157x slower "
+                   "(torchtitan's measured pair)")
     t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
                    help="flash (FlashAttention) or unfused (Megatron before 2022)")
@@ -139,12 +158,12 @@ def _output_flags(o: argparse._ArgumentGroup) -> None:
 
 
 def _model(args: argparse.Namespace) -> Model:
-    if args.model is None and args.params is None:
-        raise RingtreeError(f"give --model ({', '.join(PRESETS)}) or --params")
+    shape = {k: getattr(args, k) for k in SHAPE_FLAGS}
+    if args.model is None and args.params is None and args.layers is None:
+        raise RingtreeError(f"give --model ({', '.join(PRESETS)}), --params, or the shape "
+                            "(--layers --hidden --heads --vocab --seq-len [--ffn])")
     base = get_model(args.model) if args.model else Model("custom", args.params or 1)
-    shape = {k: getattr(args, k) for k in
-             ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len")}
-    return base.with_overrides(args.params, **shape)
+    return custom_shape(base, args.params, args.mlp, args.tied, **shape)
 
 
 def _placement(args: argparse.Namespace) -> Placement:
@@ -172,13 +191,27 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         eff = replace(default_efficiency(placement.cluster.gpu), gemm=args.efficiency,
                       source="--efficiency")
     bucket = None if args.bucket is None else parse_size(args.bucket)
+    precision, itemsize = _precision(args)
     return Training(
-        itemsize=dtype_bytes(args.dtype), micro_batch=args.micro_batch or 1,
+        itemsize=itemsize, precision=precision, compile=args.compile,
+        micro_batch=args.micro_batch or 1,
         global_batch=args.global_batch, compute_s=args.compute, tflops=args.tflops,
         mfu=args.mfu, bucket_bytes=bucket, steps_per_second=args.steps_per_second,
         recompute=args.recompute or "none", attention=args.attention,
         dp_overlap=args.dp_overlap, efficiency=eff,
     )
+
+
+def _precision(args: argparse.Namespace) -> tuple[str, int]:
+    """(precision, bytes per 16-bit element): ``--dtype fp8`` is ``--precision fp8`` (FP8
+    training keeps 16-bit weights and activations)."""
+    itemsize = dtype_bytes(args.dtype)
+    if itemsize == 1:
+        if args.precision not in (None, FP8):
+            raise RingtreeError(f"--dtype {args.dtype} and --precision {args.precision} "
+                                "disagree: give --precision fp8")
+        return FP8, 2
+    return args.precision or "bf16", itemsize
 
 
 def run(args: argparse.Namespace) -> int:
@@ -241,9 +274,12 @@ def _calibrated(args: argparse.Namespace, model: Model, placement: Placement,
     eff = fit_efficiency(model, placement, parse_strategy(args.strategy), training,
                          args.calibrate_step)
     assert placement.cluster is not None  # fit_efficiency refuses a placement on links
+    fp8 = training.precision == FP8
+    default = default_efficiency(placement.cluster.gpu)
+    got, was = (eff.fp8_gemm, default.fp8_gemm) if fp8 else (eff.gemm, default.gemm)
     stderr_console().print(
-        f"calibrated: GEMMs reach {format_percent(eff.gemm)} of peak ({eff.source}); the "
-        f"default is {format_percent(default_efficiency(placement.cluster.gpu).gemm)}"
+        f"calibrated: {'FP8 ' if fp8 else ''}GEMMs reach {format_percent(got)} of peak "
+        f"({eff.source}); the default is {format_percent(was)}"
     )
     return replace(training, efficiency=eff)
 

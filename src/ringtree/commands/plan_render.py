@@ -84,7 +84,8 @@ def render_plan(p: Plan) -> None:
     fits = "fits" if p.fits_memory else "does NOT fit"
     opt = f", optimizer {_t(p.optimizer_s)}" if p.optimizer_s else ""
     console.print(
-        f"compute {_t(p.compute_s)}, bubble {_t(p.bubble_s)}{opt}, step {_t(p.step_time_s)}; "
+        f"compute {_t(p.compute_s)}{_options(p)}, bubble {_t(p.bubble_s)}{opt}, step "
+        f"{_t(p.step_time_s)}; "
         f"overhead {_pct(p.overhead)}"
         + (f"; MFU {_pct(p.mfu)}, HFU {_pct(p.hfu)}" if p.mfu is not None else "")
     )
@@ -94,8 +95,9 @@ def render_plan(p: Plan) -> None:
             f"memory per GPU {format_bytes(mem.total)} ({fits} in "
             f"{format_bytes(p.placement.gpu_memory_bytes)}): weights {format_bytes(mem.weights)}, "
             f"gradients {format_bytes(mem.gradients)}, optimizer {format_bytes(mem.optimizer)}, "
-            f"activations {format_bytes(mem.activations)} ({p.training.recompute} "
-            f"recomputation), other {format_bytes(mem.other)}"
+            f"activations {format_bytes(mem.activations)} ({_recompute(p.training.recompute)}"
+            f"{', fp8' if p.training.precision == 'fp8' else ''}), other "
+            f"{format_bytes(mem.other)}"
         )
     else:
         console.print(
@@ -173,3 +175,15 @@ def render_search(found: SearchResult) -> None:
     console.print(f"what limits the best: {found.limits}")
     for i, p in enumerate(plans, start=1):
         console.print(f"{i}. {p.strategy}: {p.verdict}")
+
+
+def _recompute(rc: str) -> str:
+    """The memory line's words for a recomputation setting."""
+    return "no recomputation" if rc == "none" else f"{rc} recomputation"
+
+
+def _options(p: Plan) -> str:
+    """What the compute line says of the precision and compilation, when not the default."""
+    said = [f"{p.training.precision.upper()} GEMMs"] if p.training.precision != "bf16" else []
+    said += [] if p.training.compile else ["eager"]
+    return f" ({', '.join(said)})" if said else ""

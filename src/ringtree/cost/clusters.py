@@ -18,7 +18,9 @@ A custom cluster file::
     network = "ib"            # ib | roce | efa | tcp | tcpx | tcpxo
     cpu = "intel"             # intel | amd | arm | grace
 
-or ``preset = "dgx-h100"`` plus the keys to change.
+or ``preset = "dgx-h100"`` plus the keys to change. ``gpu`` may also be a table describing a
+GPU outside the presets (:data:`GPU_KEYS`): ``gpu = { preset = "h100-sxm", nvlink_links = 8 }``
+or a whole ``[cluster.gpu]`` table.
 """
 
 from __future__ import annotations
@@ -166,6 +168,46 @@ def gpus() -> dict[str, Gpu]:
     return {k: _gpu(k, t) for k, t in _data("gpus.toml")["gpus"].items()}
 
 
+#: Keys of a GPU described in a cluster file (``gpu = { preset = "h100-sxm", nvlink_links = 8 }``
+#: or a whole ``[cluster.gpu]`` table): gpus.toml's, units as there.
+GPU_KEYS = ("preset", "name", "arch", "sm", "memory_gb", "memory_bandwidth_gbps",
+            "bf16_dense_tflops", "fp8_dense_tflops", "nvlink_links", "nvlink_gbps_per_link",
+            "nccl_nvlink_bw_per_link", "pcie_gen", "pcie_lanes", "source")
+GPU_REQUIRED = ("name", "arch", "sm", "memory_gb", "memory_bandwidth_gbps", "bf16_dense_tflops")
+
+
+def gpu_of(value: Any, where: str) -> Gpu:
+    """A GPU preset by key, or a GPU described by a table (:data:`GPU_KEYS`; ``preset``
+    starts from a preset's figures, the other keys replace them); RingtreeError naming
+    ``where``."""
+    if not isinstance(value, dict):
+        if str(value) not in gpus():
+            raise RingtreeError(f"{where}: gpu {str(value)!r} is not a GPU preset: expected "
+                                f"one of {', '.join(gpus())}, or a table of {', '.join(GPU_KEYS)}")
+        return gpus()[str(value)]
+    unknown = sorted(set(value) - set(GPU_KEYS))
+    if unknown:
+        raise RingtreeError(f"{where}: unknown gpu key {unknown[0]!r}: expected "
+                            f"{', '.join(GPU_KEYS)}")
+    table = dict(value)
+    base = table.pop("preset", None)
+    if base is not None:
+        gpu_of(base, where)  # a preset, or the error naming them
+        table = {**_data("gpus.toml")["gpus"][str(base)], **table}
+    missing = [k for k in GPU_REQUIRED if k not in table]
+    if missing:
+        raise RingtreeError(f"{where}: the gpu table needs {', '.join(missing)} (or preset = a "
+                            "GPU preset to start from)")
+    try:
+        gpu = _gpu(str(table["name"]), table)
+    except (TypeError, ValueError) as e:
+        raise RingtreeError(f"{where}: gpu: {e}") from None
+    if min(gpu.bf16_tflops, gpu.memory_bandwidth_GBps, gpu.memory_bytes) <= 0:
+        raise RingtreeError(f"{where}: gpu bf16_dense_tflops, memory_bandwidth_gbps and "
+                            "memory_gb must be > 0")
+    return gpu
+
+
 #: Keys a [cluster] table may hold besides the Cluster's own fields: the preset it starts
 #: from, and documentation of a preset's figures that no model reads.
 OTHER_KEYS = ("preset", "derived", "rails", "gpudirect_rdma", "cpu_model", "price_source")
@@ -198,11 +240,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
         raise RingtreeError(
             f"unknown key {unknown[0]!r} in {where}: expected {', '.join(CLUSTER_KEYS)}"
         )
-    gpu_key = str(t.get("gpu", ""))
-    if gpu_key not in gpus():
-        raise RingtreeError(
-            f"{where}: gpu {gpu_key!r} is not a GPU preset: expected one of {', '.join(gpus())}"
-        )
+    gpu = gpu_of(t.get("gpu", ""), where)
     for name, allowed in CHOICES.items():
         if name in t and t[name] not in allowed:
             raise RingtreeError(
@@ -213,7 +251,7 @@ def _cluster(key: str, t: dict[str, Any], where: str) -> Cluster:
     try:
         values = {name: _READ[kind](t[name]) for name, kind in _FIELDS.items()
                   if name in t and kind in _READ}
-        c = Cluster(**{"name": key, "fabric": "", **values, "key": key, "gpu": gpus()[gpu_key],
+        c = Cluster(**{"name": key, "fabric": "", **values, "key": key, "gpu": gpu,
                        "gpus_per_node": _whole(t, "gpus_per_node", where),
                        "nccl_env": _nccl_env(t.get("nccl_env", {}), where),
                        "nccl_model": model, "nccl_model_multinode": multinode})

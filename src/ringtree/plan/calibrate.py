@@ -1,4 +1,5 @@
-"""Fit the compute model's one free constant, the GEMMs' fraction of peak, to a measured step.
+"""Fit the compute model's one free constant, the GEMMs' fraction of peak (of the FP8 peak
+under ``--precision fp8``), to a measured step.
 
 ``ringtree plan ... --strategy S --calibrate-step 1.23s`` finds the efficiency e_gemm for which
 the plan of S takes the measured time (bisection: the step time falls as e_gemm rises), and
@@ -16,6 +17,7 @@ from ringtree.plan.compute import Efficiency, default_efficiency
 from ringtree.plan.model import Model
 from ringtree.plan.placement import Placement
 from ringtree.plan.planner import modelled, plan
+from ringtree.plan.precision import FP8
 from ringtree.plan.record import Training
 from ringtree.plan.strategy import Layout, Strategy
 from ringtree.units import format_time
@@ -36,8 +38,10 @@ def fit_efficiency(
     assert placement.cluster is not None
     base = training.efficiency or default_efficiency(placement.cluster.gpu)
 
+    field = "fp8_gemm" if training.precision == FP8 else "gemm"  # the GEMMs that dominate
+
     def step(gemm: float) -> float:
-        eff = replace(base, gemm=gemm, source="")
+        eff = replace(base, **{field: gemm}, source="")
         t = plan(model, placement, strategy, replace(training, efficiency=eff), with_verdict=False)
         assert t.step_time_s is not None
         return t.step_time_s
@@ -63,5 +67,5 @@ def fit_efficiency(
         else:
             hi = mid
     gemm = (lo + hi) / 2
-    return replace(base, gemm=gemm,
+    return replace(base, **{field: gemm},
                    source=f"fitted to a measured step of {format_time(measured_s)}")

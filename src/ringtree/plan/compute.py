@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from ringtree.cost.clusters import Gpu
 from ringtree.errors import RingtreeError
 from ringtree.plan.model import Model
+from ringtree.plan.precision import BF16, FP8, cast_bytes, check_precision
 
 FLASH, UNFUSED = "flash", "unfused"
 ATTENTION = (FLASH, UNFUSED)
@@ -42,28 +43,62 @@ ATTENTION = (FLASH, UNFUSED)
 #: L40S 142); a GEMM's tiles are spread over them.
 SMS = {"volta": 80, "ampere": 108, "hopper": 132, "blackwell": 148, "ada": 142}
 TILE_M, TILE_N = 128, 256
+#: FlashAttention's backward over its forward: 2.5x the work (five matrix products instead of
+#: two, Dao 2023, FlashAttention-2, Sec. 3.1.2) at the forward's rate.
+FLASH_BACKWARD = 2.5
+#: FlashAttention's rate on sequences of s keys, as a fraction of its rate on long ones:
+#: s / (s + 235). Fitted (least squares on 1/rate) to FlashAttention-3's forward on H100 SXM,
+#: head dim 128, printed in pytorch/benchmark commit ff65cb67 (PR #2391, "(Batch, Heads,
+#: SeqLen, Dhead) ... flash_v3-tflops": 430.32, 517.099, 565.544, 590.233, 614.234, 620.73
+#: TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k; the fit gives 630 x s / (s + 235) within 1 %).
+FLASH_HALF_KEYS = 235
+#: An eager PyTorch step's compute over a compiled one's (``--no-compile``; the calibrated
+#: frameworks fuse their element-wise kernels, as torch.compile does): torchtitan's FSDP vs
+#: FSDP + torch.compile, docs/performance.md at commit eaea6f6a, Table 1 (Llama 3.1 8B, 8 H100s,
+#: local batch 2, selective checkpointing): 6,667 / 5,762 tokens/s/GPU. Fusing every
+#: element-wise kernel of the roofline away gains 6 % on that step, not 16 %: the rest is what
+#: eager PyTorch loses besides (launches, unfused autograd), not modelled kernel by kernel.
+EAGER = 6667 / 5762
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """What one GPU achieves (module doc). gemm: fraction of the dense peak a large GEMM
-    reaches; memory: fraction of HBM bandwidth; flash: FlashAttention's fraction of the peak;
-    kernel_s: fixed time per kernel; source: where ``gemm`` comes from."""
+    """What one GPU achieves (module doc). gemm: fraction of the dense BF16 peak a large GEMM
+    reaches; memory: fraction of HBM bandwidth; flash: FlashAttention's fraction of the BF16
+    peak on long sequences; kernel_s: fixed time per kernel; source: where ``gemm`` comes
+    from; fp8_gemm: fraction of the dense FP8 peak a large FP8 GEMM reaches (0: as ``gemm``,
+    uncalibrated)."""
 
     gemm: float
     memory: float = 0.8
     flash: float = 0.35
     kernel_s: float = 3e-6
     source: str = ""
+    fp8_gemm: float = 0.0
 
 
 #: e_gemm per GPU generation, fitted by ``bench/plan_vs_published.py --fit`` on the runs it
 #: names as calibration runs (Ampere: Korthikanti et al. 2022's 22B; Hopper: the Megatron-LM
-#: README's 70B); the others are checks. Volta, Ada and Blackwell are not calibrated: they
-#: take Hopper's figure, and say so.
+#: README's 70B); the others are checks. fp8_gemm, fitted by ``bench/fit_compute.py``: Hopper on
+#: NVIDIA NeMo 24.07's DGX-H100 LLAMA2-70B FP8 row (64 GPUs, TP 4, PP 4, VP 20: 1,728
+#: tokens/s/GPU; docs/source/performance/performance_summary.md at commit 8e3d65dc), Blackwell
+#: on Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS row (8 GPUs: 30,624 tokens/s/GPU;
+#: docs/performance-summary.md at commit 2b8806b9). Megatron-Bridge publishes no dense BF16
+#: row on Blackwell: its BF16 e_gemm is tied to the FP8 one by Hopper's BF16/FP8 ratio
+#: (0.5841 / 0.7573) in the fit; its FlashAttention ``flash`` is fitted on NVIDIA NeMo's
+#: long-sequence LLAMA3-8B (FP8) - B200 row at 1024K tokens (256 GPUs, TP 4, CP 16: 1,608
+#: TFLOP/s/GPU, attention 97 % of the FLOPs; performance_long_sequence.md at commit
+#: 14d427f5), the two fitted in turn. Volta and Ada are not calibrated: they take Hopper's
+#: figures, and say so.
 GENERATION: dict[str, Efficiency] = {
     "ampere": Efficiency(0.7214, flash=0.6, source="fitted on Korthikanti et al. 2022, 175B"),
-    "hopper": Efficiency(0.5816, flash=0.35, source="fitted on the Megatron-LM README, 70B"),
+    "hopper": Efficiency(0.5841, flash=0.35, source="fitted on the Megatron-LM README, 70B",
+                         fp8_gemm=0.7573),
+    "blackwell": Efficiency(
+        0.4548, flash=0.4177, fp8_gemm=0.5896,
+        source="FP8 fitted on Megatron-Bridge 25.11 DGX-B200 Llama 3 8B (BF16 tied by "
+        "Hopper's BF16/FP8 ratio: no BF16 row published), FlashAttention on NeMo's B200 "
+        "Llama 3 8B at 1M tokens"),
 }
 UNCALIBRATED = "not calibrated for {arch}: Hopper's efficiency assumed"
 
@@ -75,47 +110,87 @@ def default_efficiency(gpu: Gpu) -> Efficiency:
         return eff
     base = GENERATION["hopper"]
     return Efficiency(base.gemm, base.memory, base.flash, base.kernel_s,
-                      UNCALIBRATED.format(arch=gpu.arch))
+                      UNCALIBRATED.format(arch=gpu.arch), base.fp8_gemm)
 
 
 @dataclass(frozen=True)
 class Device:
-    """A GPU as the roofline sees it: peak FLOP/s, HBM bytes/s, SMs, and its efficiency."""
+    """A GPU as the roofline sees it: peak FLOP/s (dense BF16), HBM bytes/s, SMs, its
+    efficiency, the precision of the linear layers' GEMMs and the dense FP8 peak."""
 
     peak_flops: float
     hbm_Bps: float
     sms: int
     eff: Efficiency
+    precision: str = BF16
+    fp8_flops: float = 0.0
+    eager: float = 1.0
 
     @classmethod
-    def of(cls, gpu: Gpu, eff: Efficiency | None = None) -> Device:
-        """From a GPU preset (its dense BF16 peak and HBM bandwidth)."""
+    def of(cls, gpu: Gpu, eff: Efficiency | None = None, precision: str = BF16,
+           compiled: bool = True) -> Device:
+        """From a GPU preset (its dense BF16 and FP8 peaks and HBM bandwidth); not
+        ``compiled``: an eager PyTorch step, its compute :data:`EAGER` times slower."""
         if gpu.bf16_tflops <= 0 or gpu.memory_bandwidth_GBps <= 0:
             raise RingtreeError(
                 f"GPU {gpu.key} has no BF16 peak or memory bandwidth: the compute model needs "
                 "both (or give --compute / --tflops with --mfu)"
             )
+        check_precision(precision, gpu.fp8_tflops, gpu.key)
         return cls(gpu.bf16_tflops * 1e12, gpu.memory_bandwidth_GBps * 1e9,
-                   SMS.get(gpu.arch, 132), eff or default_efficiency(gpu))
+                   SMS.get(gpu.arch, 132), eff or default_efficiency(gpu), precision,
+                   gpu.fp8_tflops * 1e12, 1.0 if compiled else EAGER)
 
-    def gemm_s(self, m: float, n: float, k: float, batch: float = 1) -> float:
-        """One (batched) GEMM: ``batch`` products (m x k) @ (k x n) in bf16 (module doc)."""
+    def gemm_s(self, m: float, n: float, k: float, batch: float = 1, fp8: bool = False,
+               pad: bool = False) -> float:
+        """One (batched) GEMM: ``batch`` products (m x k) @ (k x n) in bf16, or with FP8
+        inputs (1 byte each) on the FP8 peak; with ``pad``, each product's rows computed in
+        whole tiles (module doc)."""
         if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
             return 0.0
-        flops = 2 * batch * m * n * k
+        rows = math.ceil(m / TILE_M) * TILE_M if pad else m
+        flops = 2 * batch * rows * n * k
         waves = batch * math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / self.sms
         tail = waves / (waves + 0.5)
-        compute = flops / (self.peak_flops * self.eff.gemm * tail)
-        memory = 2 * batch * (m * k + k * n + m * n) / (self.hbm_Bps * self.eff.memory)
-        return max(compute, memory) + self.eff.kernel_s
+        if fp8:
+            rate = self.fp8_flops * (self.eff.fp8_gemm or self.eff.gemm)
+            moved = batch * (m * k + k * n + 2 * m * n)
+        else:
+            rate, moved = self.peak_flops * self.eff.gemm, 2 * batch * (m * k + k * n + m * n)
+        compute = flops / (rate * tail)
+        return max(compute, moved / (self.hbm_Bps * self.eff.memory)) + self.eff.kernel_s
+
+    def linear_s(self, m: float, n: float, k: float) -> tuple[float, float, float]:
+        """A linear layer's forward GEMM (m x k) @ (k x n) at the device's precision, and the
+        seconds of its FP8 casts in the forward and in the backward (0 unless FP8); its
+        backward's two GEMMs (dgrad, wgrad) take the forward's time each."""
+        if self.precision != FP8:
+            return self.gemm_s(m, n, k), 0.0, 0.0
+        fwd, bwd = cast_bytes(m, n, k)
+        return self.gemm_s(m, n, k, fp8=True), self.memory_s(fwd, 2), self.memory_s(bwd)
+
+    def grouped_s(self, m: float, n: float, k: float, groups: int) -> tuple[float, float, float]:
+        """:meth:`linear_s` for ``groups`` GEMMs of the same shape in one grouped kernel (an
+        MoE layer's local experts, Megatron-Core's grouped GEMM): each group's rows computed
+        in whole 128-row tiles, its tiles sharing the waves, each group's weights read; as
+        the per-expert batch ``m`` shrinks the padding and then the weights' bytes (the
+        roofline's memory term) take over."""
+        fp8 = self.precision == FP8
+        gemm = self.gemm_s(m, n, k, groups, fp8, pad=True)
+        if not fp8 or m <= 0:
+            return gemm, 0.0, 0.0
+        fwd, bwd = cast_bytes(m, n, k)
+        return gemm, self.memory_s(groups * fwd, 2), self.memory_s(groups * bwd)
 
     def memory_s(self, nbytes: float, kernels: int = 1) -> float:
         """Memory-bound kernels moving ``nbytes`` in all."""
         return nbytes / (self.hbm_Bps * self.eff.memory) + kernels * self.eff.kernel_s
 
-    def flash_s(self, flops: float) -> float:
-        """A fused attention kernel doing ``flops``."""
-        rate = self.peak_flops * self.eff.flash
+    def flash_s(self, flops: float, keys: float) -> float:
+        """A fused attention kernel doing ``flops`` over sequences of ``keys`` tokens: the
+        generation's ``flash`` fraction of the BF16 peak, less on short sequences
+        (keys / (keys + FLASH_HALF_KEYS))."""
+        rate = self.peak_flops * self.eff.flash * keys / (keys + FLASH_HALF_KEYS)
         return flops / rate + self.eff.kernel_s
 
 
@@ -148,12 +223,44 @@ class Slice:
     attention: str
 
 
-def _mlp(dev: Device, tokens: float, hidden: int, ffn: int, tp: int, gated: bool) -> tuple:
-    """Forward and weight-gradient seconds of one MLP on ``tokens`` (and its activation)."""
-    up = dev.gemm_s(tokens, (2 if gated else 1) * ffn / tp, hidden)
-    down = dev.gemm_s(tokens, hidden, ffn / tp)
-    act = dev.memory_s((6 if gated else 4) * tokens * ffn / tp)
-    return up + down + act, up + down
+@dataclass
+class _Sum:
+    """A layer's parts as they add up: forward, weight-gradient GEMMs, FP8 casts (forward,
+    backward), and the other kernels of the forward."""
+
+    gemm: float = 0.0
+    cast_f: float = 0.0
+    cast_b: float = 0.0
+    other: float = 0.0
+
+    def linear(self, dev: Device, m: float, n: float, k: float, groups: int = 1) -> None:
+        """A linear layer (``groups`` of them in one grouped GEMM: an MoE layer's experts)."""
+        g, cf, cb = dev.grouped_s(m, n, k, groups) if groups > 1 else dev.linear_s(m, n, k)
+        self.gemm, self.cast_f, self.cast_b = self.gemm + g, self.cast_f + cf, self.cast_b + cb
+
+
+def _mlp(acc: _Sum, dev: Device, tokens: float, hidden: int, ffn: int, tp: int, gated: bool,
+         groups: int = 1) -> None:
+    """One MLP (or ``groups`` experts) on ``tokens`` each: up (and gate), down, activation."""
+    acc.linear(dev, tokens, (2 if gated else 1) * ffn / tp, hidden, groups)
+    acc.linear(dev, tokens, hidden, ffn / tp, groups)
+    acc.other += dev.memory_s(groups * (6 if gated else 4) * tokens * ffn / tp)
+
+
+def _experts(acc: _Sum, m: Model, sl: Slice, dev: Device) -> None:
+    """An MoE layer's MLP: the router (BF16), the local experts' grouped GEMMs on their
+    per-expert batches (tokens x ep x top_k x capacity / experts), shared experts, and the
+    permutation of the tokens in and out."""
+    assert m.hidden and m.expert_ffn
+    h, t = m.hidden, sl.tokens
+    cf = m.capacity_factor or 1.0
+    per_expert = t * sl.ep * m.top_k * cf / m.experts
+    router = dev.gemm_s(t, m.experts, h)
+    acc.gemm += router
+    _mlp(acc, dev, per_expert, h, m.expert_ffn, sl.tp, m.gated, m.experts // sl.ep)
+    if m.shared_experts:
+        _mlp(acc, dev, t, h, m.shared_experts * m.expert_ffn, sl.tp, m.gated)
+    acc.other += dev.memory_s(2 * 2 * 2 * t * m.top_k * cf * h, kernels=2)  # (un)permute
 
 
 def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime:
@@ -162,48 +269,39 @@ def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime
     h, t, tp = m.hidden, sl.tokens, sl.tp
     q, kvd = m.heads * m.dim, m.kv * m.dim
     local = t / tp if sl.sp else t  # tokens of norms and residuals on this GPU
-    # projections
-    qkv = dev.gemm_s(t, (q + 2 * kvd) / tp, h)
-    out = dev.gemm_s(t, h, q / tp)
-    gemm_f = qkv + out
-    wgrad = qkv + out
-    # MLP, or experts
+    acc = _Sum()
+    acc.linear(dev, t, (q + 2 * kvd) / tp, h)  # QKV
+    acc.linear(dev, t, h, q / tp)  # attention output
     if moe:
-        assert m.expert_ffn
-        cf = m.capacity_factor or 1.0
-        per_expert = t * sl.ep * m.top_k * cf / m.experts
-        local_experts = m.experts // sl.ep
-        f_e, w_e = _mlp(dev, per_expert, h, m.expert_ffn, tp, m.gated)
-        router = dev.gemm_s(t, m.experts, h)
-        mlp_f, mlp_w = local_experts * f_e + router, local_experts * w_e + router
-        if m.shared_experts:
-            f_s, w_s = _mlp(dev, t, h, m.shared_experts * m.expert_ffn, tp, m.gated)
-            mlp_f, mlp_w = mlp_f + f_s, mlp_w + w_s
-        permute = dev.memory_s(2 * 2 * 2 * t * m.top_k * cf * h, kernels=2)  # (un)permute
-        mlp_f += permute
+        _experts(acc, m, sl, dev)
     else:
-        mlp_f, mlp_w = _mlp(dev, t, h, m.ffn_size, tp, m.gated)  # type: ignore[arg-type]
+        _mlp(acc, dev, t, h, m.ffn_size, tp, m.gated)  # type: ignore[arg-type]
     # norms (read, write), residual adds (+ dropout and its mask), rotary embeddings
     resid = (14 if m.dropout else 12) * local * h
     elementwise = dev.memory_s(8 * local * h + resid, kernels=4)
     if m.gated:  # Llama-style: rotary embeddings on q and k
         elementwise += dev.memory_s(4 * t * (q + kvd) / tp)
-    # attention: scores and their product with the values
-    heads = m.heads / tp
-    score_flops = 4 * t * sl.keys * q / tp
+    att_f, att_b = attention_time(m, sl, dev)
+    dense = acc.gemm + acc.other
+    forward = dense + acc.cast_f + elementwise + att_f
+    backward = 2 * dense + acc.cast_b + 2 * elementwise + att_b
+    e = dev.eager
+    return LayerTime(e * forward, e * backward, e * att_f, e * acc.gemm)
+
+
+def attention_time(m: Model, sl: Slice, dev: Device) -> tuple[float, float]:
+    """Forward and backward seconds of attention's scores and their product with the values
+    (BF16 whatever the precision: FlashAttention, or Megatron's unfused kernels)."""
+    q, heads = m.heads * m.dim, m.heads / sl.tp  # type: ignore[operator]
+    t = sl.tokens
     if sl.attention == FLASH:
-        att_f = dev.flash_s(score_flops / 2)  # causal: half the scores
-        att_b = 2.5 * att_f
-    else:
-        scores = t * sl.keys * heads  # elements of the s x s scores on this GPU
-        bmm = dev.gemm_s(t, sl.keys, m.dim, heads) + dev.gemm_s(t, m.dim, sl.keys, heads)
-        softmax = dev.memory_s(4 * scores)
-        dropout = dev.memory_s(5 * scores) if m.dropout else 0.0
-        att_f = bmm + softmax + dropout
-        att_b = 2 * bmm + dev.memory_s(6 * scores) + (dropout if m.dropout else 0.0)
-    forward = gemm_f + mlp_f + elementwise + att_f
-    backward = 2 * (gemm_f + mlp_f) + 2 * elementwise + att_b
-    return LayerTime(forward, backward, att_f, wgrad + mlp_w)
+        att_f = dev.flash_s(4 * t * sl.keys * q / sl.tp / 2, sl.keys)  # causal: half
+        return att_f, FLASH_BACKWARD * att_f
+    scores = t * sl.keys * heads  # elements of the s x s scores on this GPU
+    bmm = dev.gemm_s(t, sl.keys, m.dim, heads) + dev.gemm_s(t, m.dim, sl.keys, heads)
+    softmax = dev.memory_s(4 * scores)
+    dropout = dev.memory_s(5 * scores) if m.dropout else 0.0
+    return bmm + softmax + dropout, 2 * bmm + dev.memory_s(6 * scores) + dropout
 
 
 def logits_time(m: Model, tokens: int, tp: int, dev: Device) -> tuple[float, float]:
@@ -213,7 +311,7 @@ def logits_time(m: Model, tokens: int, tp: int, dev: Device) -> tuple[float, flo
     assert m.vocab and m.hidden
     gemm = dev.gemm_s(tokens, m.vocab / tp, m.hidden)
     loss = dev.memory_s(3 * 4 * tokens * m.vocab / tp, kernels=3)
-    return gemm + loss, 2 * gemm + loss
+    return dev.eager * (gemm + loss), dev.eager * (2 * gemm + loss)
 
 
 #: Bytes the optimizer step moves per parameter of a GPU's shard (Megatron-LM mixed precision):

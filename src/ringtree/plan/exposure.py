@@ -49,7 +49,8 @@ PER_MICRO_BATCH = ("tp", "cp", "ep", "pp")
 def device(placement: Placement, training: Training) -> Device:
     """The roofline's view of the placement's GPU."""
     assert placement.cluster is not None
-    return Device.of(placement.cluster.gpu, training.efficiency)
+    return Device.of(placement.cluster.gpu, training.efficiency, training.precision,
+                     training.compile)
 
 
 Priced = tuple[CommOp, GroupShape, CallTime, CallTime]

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from ringtree.plan.compute import FLASH
 from ringtree.plan.flops import FULL, NONE, SELECTIVE
 from ringtree.plan.model import Model, attention_params, expert_params, mlp_params
+from ringtree.plan.precision import BF16, FP8, FP8_WEIGHT_BYTES, fp8_saved_activation
 from ringtree.plan.strategy import Layout
 
 #: Frameworks whose memory differs: Megatron-LM accumulates gradients in fp32 main gradients
@@ -94,9 +95,10 @@ class Memory:
 
 def activation_bytes_per_layer(
     m: Model, b: int, t: int, sp: bool, recompute: str, attention: str, cp: int = 1,
-    moe: bool = False,
+    moe: bool = False, precision: str = BF16,
 ) -> float:
-    """Activations one layer keeps for one micro-batch of ``b`` sequences (module doc)."""
+    """Activations one layer keeps for one micro-batch of ``b`` sequences (module doc; FP8
+    saves the wgrad GEMMs' inputs in one byte, :mod:`ringtree.plan.precision`)."""
     assert m.seq_len and m.hidden and m.heads
     s, h = m.seq_len / cp, m.hidden
     sbh = s * b * h
@@ -111,9 +113,13 @@ def activation_bytes_per_layer(
         routed = m.top_k * (m.capacity_factor or 1.0)
         split += routed * (mlp * m.expert_ffn / h + 2)  # expert activations + dispatched
         split += m.shared_experts * mlp * m.expert_ffn / h
+        inner = (routed + m.shared_experts) * m.expert_ffn
     else:
         split += mlp * m.ffn_size / h  # type: ignore[operator]
+        inner = m.ffn_size  # type: ignore[assignment]
     per = (replicated / t if sp else replicated) + split / t
+    if precision == FP8:
+        per -= fp8_saved_activation(h, inner, t, sp) / h
     if attention != FLASH and recompute != SELECTIVE:
         per += (5 if m.dropout else 2) * m.heads * m.seq_len / (h * t)
     return sbh * per
@@ -157,19 +163,44 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
 def memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
+    precision: str = BF16,
 ) -> Memory:
     """Memory of the busiest GPU of ``layout`` (module doc)."""
-    weights, grads, opt, other = state_memory(m, layout, itemsize, framework)
+    weights, grads, opt, other = state_memory(m, layout, itemsize, framework, precision)
     acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
-                             framework)
+                             framework, precision)
     return Memory(weights, grads, opt, acts, other)
 
 
+def fp8_weights(m: Model, layout: Layout, itemsize: int, framework: str) -> tuple[float, float]:
+    """(weights, other) bytes that FP8 adds on the busiest GPU (:mod:`ringtree.plan.precision`):
+    under Megatron the linear layers' weights are FP8 parameters (1 byte instead of
+    ``itemsize``: their shards, over dp x cp under ZeRO-3 (experts over dp/ep x cp), and the
+    two layers ZeRO-3 gathers); elsewhere the 16-bit weights stay and the two layers in use
+    get FP8 copies."""
+    if not m.complete:
+        return 0.0, 0.0
+    assert m.layers and m.hidden and m.vocab
+    dense, experts, layers = stage_params(m, layout)
+    embed = m.vocab * m.hidden * (1 if (layout.pp > 1 or m.tied) else 2)
+    linear = dense - (embed + 2 * m.hidden * layers) / layout.tp
+    two_layers = 2 * (linear + experts) / max(layers, 1)
+    if framework != MEGATRON:
+        return 0.0, FP8_WEIGHT_BYTES * two_layers
+    saved = itemsize - FP8_WEIGHT_BYTES
+    if layout.flavor != "zero3":
+        return -saved * (linear + experts), 0.0
+    shard, expert_shard = layout.dp * layout.cp, max(1, layout.dp // layout.ep) * layout.cp
+    return -saved * (linear / shard + experts / expert_shard), -saved * two_layers
+
+
 def state_memory(
-    m: Model, layout: Layout, itemsize: int = 2, framework: str = MEGATRON
+    m: Model, layout: Layout, itemsize: int = 2, framework: str = MEGATRON,
+    precision: str = BF16,
 ) -> tuple[int, int, int, int]:
     """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
-    depend on the micro-batch (the module doc's model states, and the fixed allowance)."""
+    depend on the micro-batch (the module doc's model states, and the fixed allowance; FP8's
+    weights, :func:`fp8_weights`)."""
     dense, experts, layers = stage_params(m, layout)
     shard = layout.dp * layout.cp
     expert_shard = max(1, layout.dp // layout.ep) * layout.cp
@@ -191,12 +222,16 @@ def state_memory(
     other = float(OVERHEAD_BYTES)
     if z == "zero3":  # two layers gathered at once
         other += 2 * itemsize * (dense + experts) / max(layers, 1)
+    if precision == FP8:
+        held, gathered = fp8_weights(m, layout, itemsize, framework)
+        weights, other = weights + held, other + gathered
     return int(weights), int(grads), int(opt), int(other)
 
 
 def activation_memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
+    precision: str = BF16,
 ) -> int:
     """Activation bytes of the busiest GPU at its peak (module doc): the flavour of data
     parallelism plays no part."""
@@ -205,9 +240,11 @@ def activation_memory(
     assert m.layers and m.seq_len and m.vocab and m.hidden
     t, sp, cp = layout.tp, layout.sp, layout.cp
     moe_share = m.moe_layers / m.layers
-    one = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp)
+    one = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp,
+                                     precision=precision)
     if m.moe:
-        one_moe = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp, True)
+        one_moe = activation_bytes_per_layer(m, b, t, sp, recompute, attention, cp, True,
+                                             precision)
         one = (1 - moe_share) * one + moe_share * one_moe
     held = in_flight(layout, micro_batches)
     first = first_stage_layers(m.layers, layout.pp) * one * held

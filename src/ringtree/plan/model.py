@@ -15,9 +15,18 @@ ordinary layers (DeepSeek-V3). Presets live in :mod:`ringtree.plan.presets`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 from ringtree.errors import RingtreeError
+
+MLPS = ("swiglu", "gelu")
+#: The shape fields ``ringtree plan`` takes as flags (--layers, --kv-heads, --top-k, ...).
+SHAPE_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "experts",
+               "top_k", "expert_ffn", "shared_experts", "dense_layers")
+#: A --params further than this from a complete shape's count contradicts it (refused); nearer,
+#: it is the same count rounded ("8B" for Llama 3 8B's 8.03e9) and is used as given.
+PARAMS_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)
@@ -65,8 +74,9 @@ class Model:
         for key, value in changes.items():
             if key not in names:
                 raise RingtreeError(f"unknown model field {key!r}")
-            if value < 1:
-                raise RingtreeError(f"model {key} must be >= 1, got {value}")
+            low = 0 if key in ("shared_experts", "dense_layers") else 1
+            if value < low:
+                raise RingtreeError(f"model {key} must be >= {low}, got {value}")
         if params is not None and params < 1:
             raise RingtreeError(f"model params must be >= 1, got {params}")
         m = replace(self, **changes) if changes else self
@@ -174,3 +184,45 @@ def active_params(m: Model) -> int:
     assert m.hidden and m.expert_ffn
     unused = (m.experts - m.top_k) * mlp_params(m.hidden, m.expert_ffn, m.gated)
     return m.params - m.moe_layers * unused
+
+
+def swiglu_ffn(hidden: int) -> int:
+    """SwiGLU's inner size for ``hidden``: 2/3 of 4h, rounded up to a multiple of 256 (Llama's
+    rule, ``multiple_of=256`` in the released model code; Llama 2 7B: 4096 -> 11008)."""
+    return 256 * math.ceil(8 * hidden / 3 / 256)
+
+
+def custom_shape(base: Model, params: int | None, mlp: str | None, tied: bool,
+                 **shape: int | None) -> Model:
+    """``base`` with the shape flags applied: the MLP kind, tied embeddings, any shape field;
+    a shape without an FFN size takes 4h (GeLU) or :func:`swiglu_ffn` (SwiGLU); the parameter
+    count from a complete shape, or ``params`` when it agrees with it (:data:`PARAMS_TOLERANCE`;
+    a RingtreeError when it contradicts it or when neither is known)."""
+    m = base
+    if mlp is not None:
+        m = replace(m, gated=mlp == "swiglu")
+    if tied:
+        m = replace(m, tied=True)
+    if shape.get("experts") and not (shape.get("expert_ffn") or m.expert_ffn):
+        raise RingtreeError("--experts needs --expert-ffn (each expert's MLP inner size)")
+    hidden = shape.get("hidden") or m.hidden
+    if shape.get("ffn") is None and m.ffn is None and hidden and not (
+            shape.get("experts") or m.moe):
+        shape["ffn"] = swiglu_ffn(hidden) if m.gated else 4 * hidden
+    changed = m is not base or any(v is not None for v in shape.values())
+    m = m.with_overrides(None, **shape)
+    if changed and m.complete:
+        m = replace(m, params=count_params(m))
+    if params is None:
+        if base.name == "custom" and not m.complete:
+            missing = [f"--{k.replace('_', '-')}" for k in ("layers", "hidden", "heads",
+                       "vocab", "seq_len") if getattr(m, k) is None]
+            raise RingtreeError(f"give --params, or the whole shape to count them (missing "
+                                f"{', '.join(missing)})")
+        return m
+    if m.complete and abs(params / m.params - 1) > PARAMS_TOLERANCE:
+        raise RingtreeError(
+            f"--params {params:.4g} contradicts the shape's {m.params:.4g} parameters (more than "
+            f"{PARAMS_TOLERANCE:.0%} apart): drop --params or fix the shape"
+        )
+    return replace(m, params=params)

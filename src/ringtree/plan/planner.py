@@ -113,7 +113,8 @@ def plan(
     mem: Memory | None = None
     if placement.cluster is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
-                     training.attention, training.itemsize, training.framework)
+                     training.attention, training.itemsize, training.framework,
+                     training.precision)
     need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
     if modelled(model, placement, training):

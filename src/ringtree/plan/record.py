@@ -12,6 +12,7 @@ from ringtree.plan.flops import NONE
 from ringtree.plan.memory import MEGATRON, Memory
 from ringtree.plan.model import Model
 from ringtree.plan.placement import Placement
+from ringtree.plan.precision import BF16
 from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout
 from ringtree.plan.volumes import CommOp
@@ -50,6 +51,11 @@ class Training:
     (Megatron-Core's ring attention); False: they are on the critical path (all-gather-based
     context parallelism, as Llama 3 trained: "the all-gather communication latency is exposed
     in the critical path", Dubey et al. 2024, section 3.3.2).
+    precision: the linear layers' GEMMs, ``bf16``, ``fp16`` or ``fp8`` (Transformer Engine's
+    recipe: :mod:`ringtree.plan.precision`); ``itemsize`` stays the 16-bit weights' 2.
+    compile: fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile), as
+    the calibration runs had; False: eager PyTorch, its compute
+    :data:`ringtree.plan.compute.EAGER` times slower.
     """
 
     itemsize: int = 2
@@ -68,6 +74,8 @@ class Training:
     framework: str = MEGATRON
     tp_overlap: bool = True
     cp_overlap: bool = True
+    precision: str = BF16
+    compile: bool = True
 
 
 @dataclass(frozen=True)
@@ -213,7 +221,8 @@ class Plan:
             "strategy": self.strategy, "flavor": lay.flavor,
             "dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "ep": lay.ep, "v": lay.v,
             "sp": lay.sp, "micro_batch": self.training.micro_batch,
-            "recompute": self.training.recompute,
+            "recompute": self.training.recompute, "precision": self.training.precision,
+            "compile": self.training.compile,
             "collectives": [c.to_json() for c in self.collectives],
             "bytes_per_gpu": self.bytes_per_gpu, "comm_time_s": self.comm_time_s,
             "exposed_s": self.exposed_s, "overhead": self.overhead,

@@ -212,14 +212,14 @@ class _Scorer:
         model, tr, get = self.model, self.variant(g.b, rc), self._get
         lay0 = Layout("ddp", g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
         acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activation_memory(
-            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework))
+            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework, tr.precision))
         limit = cluster.gpu_memory_bytes - acts  # type: ignore[operator]
         base = (g.tp, g.cp, g.pp, g.dp, g.ep)
         fitting = []
         for f in g.flavors:
             lay = Layout(f, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
             states = get(("s", f, *base), lambda lay=lay: sum(
-                state_memory(model, lay, tr.itemsize, tr.framework)))
+                state_memory(model, lay, tr.itemsize, tr.framework, tr.precision)))
             if states <= limit:  # type: ignore[operator]
                 fitting.append(lay)
         if not fitting:

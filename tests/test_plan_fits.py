@@ -1,0 +1,41 @@
+"""The constants bench/fit_compute.py fits reproduce the published runs they were fitted on
+(so a constant changed by hand, or a model change that moves them, shows here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from ringtree.plan.compute import GENERATION
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "fit_compute.py"
+
+
+@pytest.fixture(scope="module")
+def fits():
+    spec = importlib.util.spec_from_file_location("fit_compute", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_hopper_fp8_reproduces_nemo_2407_llama2_70b(fits):
+    r = fits._llama2_70b()
+    got = fits.best(r, "dgx-h100", GENERATION["hopper"]).step_time_s
+    # 1,728 tokens/s/GPU on 64 GPUs, GBS 128 of 4,096 tokens
+    assert got == pytest.approx(128 * 4096 / (1728 * 64), rel=0.005)
+
+
+def test_blackwell_reproduces_its_two_rows(fits):
+    eff = GENERATION["blackwell"]
+    got = fits.best(fits.B200_8B, "dgx-b200", eff).step_time_s
+    assert got == pytest.approx(128 * 8192 / (30624 * 8), rel=0.005)
+    p = fits.best(fits.B200_1M, "dgx-b200", eff)
+    assert p.model_flops / (p.step_time_s * 256) == pytest.approx(1608e12, rel=0.005)
+    # tied: Blackwell's BF16/FP8 efficiency ratio is Hopper's
+    hopper = GENERATION["hopper"]
+    assert eff.gemm / eff.fp8_gemm == pytest.approx(hopper.gemm / hopper.fp8_gemm, rel=0.002)
