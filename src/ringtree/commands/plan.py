@@ -14,6 +14,7 @@ from ringtree.output import print_json, stderr_console
 from ringtree.plan.calibrate import fit_efficiency
 from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
 from ringtree.plan.flops import RECOMPUTE
+from ringtree.plan.memory import FRAMEWORKS
 from ringtree.plan.model import Model
 from ringtree.plan.placement import DEFAULT_INTER, DEFAULT_INTRA, Placement, place
 from ringtree.plan.planner import compare, plan
@@ -77,8 +78,8 @@ def _placement_flags(c: argparse._ArgumentGroup) -> None:
 def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--strategy",
-        help="ddp, zero1, zero2, zero3 (fsdp), or degrees dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,sp] "
-        "with a flavour (zero1,tp=8,pp=2,sp) (default ddp)",
+        help="ddp, zero1, zero2, zero3 (fsdp), hsdp,shard=N, or degrees "
+        "dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,sp] with a flavour (zero1,tp=8,pp=2,sp) (default ddp)",
     )
     t.add_argument("--compare", nargs="*", metavar="S",
                    help="rank these strategies (none given: every flavour x tp x pp)")
@@ -95,6 +96,12 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                    help="flash (FlashAttention) or unfused (Megatron before 2022)")
     t.add_argument("--dp-overlap", choices=DP_OVERLAP, default="backward",
                    help="what DP collectives hide behind (backward)")
+    t.add_argument("--framework", choices=FRAMEWORKS, default="megatron",
+                   help="megatron (Megatron-LM/NeMo), deepspeed, or fsdp (PyTorch FSDP2 as "
+                   "torchtitan runs it): memory per parameter, ZeRO-2/3's schedule (megatron)")
+    t.add_argument("--reduce-dtype", metavar="DTYPE",
+                   help="dtype of the gradients' reduction (default: fp32 under fsdp, "
+                   "torchtitan's; else --dtype)")
     t.add_argument(
         "--compute",
         type=A.positive_duration,
@@ -177,7 +184,8 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         global_batch=args.global_batch, compute_s=args.compute, tflops=args.tflops,
         mfu=args.mfu, bucket_bytes=bucket, steps_per_second=args.steps_per_second,
         recompute=args.recompute or "none", attention=args.attention,
-        dp_overlap=args.dp_overlap, efficiency=eff,
+        dp_overlap=args.dp_overlap, efficiency=eff, framework=args.framework,
+        reduce_itemsize=None if args.reduce_dtype is None else dtype_bytes(args.reduce_dtype),
     )
 
 

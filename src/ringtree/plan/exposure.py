@@ -10,6 +10,8 @@ Each op of the step is priced (its full calls and its last) on its group; then:
   attention (ring attention's transfers); the DP collectives hide behind one micro-batch's
   forward or backward on the busiest stage (or none, or also the next forward:
   ``dp_overlap``); the pipeline runs (m + (p - 1)/v) micro-batch times; then the optimizer.
+  What a framework adds (FSDP2's flat-buffer copies, DeepSpeed ZeRO-3's slower collectives)
+  is :mod:`ringtree.plan.frameworks`'.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from functools import lru_cache
 
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
 from ringtree.plan.compute import Device, optimizer_time
+from ringtree.plan.frameworks import copy_s, dp_batch, dp_overlap, slow_call, slowed
 from ringtree.plan.groups import group_shape
-from ringtree.plan.memory import MEGATRON
+from ringtree.plan.memory import DEEPSPEED
 from ringtree.plan.model import Model
 from ringtree.plan.overlap import exposed_s
 from ringtree.plan.placement import Placement
@@ -153,7 +156,7 @@ def per_micro_batch(
     """What each micro-batch communicates, priced; what it waits for (per round); their sum.
     Shared by the data-parallel flavours of a layout (cached)."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                  training.recompute == "full", training.framework == MEGATRON)
+                  training.recompute == "full", training.framework != DEEPSPEED)
     priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, pricer,
                        training.itemsize)
     per_layer = {}
@@ -183,20 +186,24 @@ def modelled_step(
     key = replace(layout, flavor="ddp")
     per, per_exposed, waits = per_micro_batch(model, key, training, pricer, gpn, m, mb)
     dp = data_parallel_priced(model, layout, training, pricer, gpn, m)
-    dp, exposed = data_parallel_exposed(dp, mb, training.dp_overlap)
+    dp, exposed = data_parallel_exposed(dp, mb, dp_overlap(layout, training))
     bubble = (layout.pp - 1) / layout.v * (mb.forward + mb.backward + waits)
     opt = optimizer_s(model, layout, dev)
-    return Core(dp + per, exposed + per_exposed, m * (mb.forward + mb.backward), bubble, opt,
-                mb)
+    compute = m * (mb.forward + mb.backward) + copy_s(model, layout, training, dev, m)
+    return Core(dp + per, exposed + per_exposed, compute, bubble, opt, mb)
 
 
 def data_parallel_priced(
     model: Model, layout: Layout, training: Training, pricer: Pricer, gpn: int, m: int,
 ) -> list[Priced]:
-    """The data-parallel collectives of the step, priced."""
-    batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes)
-    return price_ops(data_parallel_ops(model, layout, batch), layout, gpn, pricer,
-                     training.itemsize)
+    """The data-parallel collectives of the step, priced (at DeepSpeed ZeRO-3's speed where
+    :func:`ringtree.plan.frameworks.slowed`)."""
+    priced = price_ops(data_parallel_ops(model, layout, dp_batch(training, m)), layout, gpn,
+                       pricer, training.itemsize)
+    if slowed(layout, training):
+        priced = [(op, shape, slow_call(full), slow_call(last))
+                  for op, shape, full, last in priced]
+    return priced
 
 
 def data_parallel_exposed(

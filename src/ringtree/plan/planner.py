@@ -30,7 +30,8 @@ from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
 from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
 from ringtree.plan.flops import hardware_flops, model_flops
-from ringtree.plan.memory import MEGATRON, Memory, memory
+from ringtree.plan.frameworks import dp_batch
+from ringtree.plan.memory import DEEPSPEED, FRAMEWORKS, Memory, memory
 from ringtree.plan.model import Model
 from ringtree.plan.pipeline import check_schedule
 from ringtree.plan.placement import Placement
@@ -38,7 +39,7 @@ from ringtree.plan.record import DP_OVERLAP, Plan, TimedOp, Training
 from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout, Strategy
 from ringtree.plan.verdict import verdict
-from ringtree.plan.volumes import Batch, model_state_bytes, stage_layers, step_collectives
+from ringtree.plan.volumes import model_state_bytes, stage_layers, step_collectives
 
 
 def compute_time_s(
@@ -86,6 +87,9 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
             f"cp={layout.cp} needs a sequence length divisible by 2 cp (load-balanced ring "
             f"attention), got {model.seq_len}"
         )
+    if training.framework not in FRAMEWORKS:
+        raise RingtreeError(f"framework {training.framework!r}: expected one of "
+                            f"{', '.join(FRAMEWORKS)}")
     if training.dp_overlap not in DP_OVERLAP:
         raise RingtreeError(f"dp overlap {training.dp_overlap!r}: expected {', '.join(DP_OVERLAP)}")
 
@@ -159,8 +163,8 @@ def _given(model: Model, placement: Placement, layout: Layout, training: Trainin
            pricer: Pricer, m: int, global_batch: int) -> _Step:
     """The step with a given compute (or none): DP windows are shares of it, the bubble
     (p - 1)/(v m) of it."""
-    batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                  training.recompute == "full", training.framework == MEGATRON)
+    batch = replace(dp_batch(training, m), full_recompute=training.recompute == "full",
+                    scatter_gather=training.framework != DEEPSPEED)
     priced = price_ops(step_collectives(model, layout, batch), layout, placement.gpus_per_node,
                        pricer, training.itemsize)
     compute = compute_time_s(model, placement, training, global_batch)

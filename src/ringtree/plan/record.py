@@ -40,9 +40,14 @@ class Training:
     Megatron's --overlap-param-gather) or ``none`` (every DP collective after the backward).
     efficiency: the compute model's constants (None: the GPU generation's).
     nccl_env: NCCL_ALGO, NCCL_PROTO, ... for the NCCL model.
-    framework: ``megatron`` or ``deepspeed``: what the gradients' and the pipeline's memory
-    is (:mod:`ringtree.plan.memory`) and whether pipeline sends split over the TP ranks
-    (Megatron-LM's scatter/gather; DeepSpeed's engine sends whole activations from each).
+    framework: ``megatron``, ``deepspeed`` or ``fsdp`` (PyTorch FSDP2 as torchtitan runs it):
+    what the model states' and the pipeline's memory is (:mod:`ringtree.plan.memory`), whether
+    pipeline sends split over the TP ranks (Megatron-LM's scatter/gather and torchtitan's
+    sequence-sharded stage outputs; DeepSpeed's engine sends whole activations from each), how
+    ZeRO-2/3 communicate (:mod:`ringtree.plan.volumes`) and what the framework adds
+    (:mod:`ringtree.plan.fsdp`).
+    reduce_itemsize: bytes per gradient element in the data-parallel reduction (None: the
+    framework's: fp32 under ``fsdp``, torchtitan's ``mixed_precision_reduce``; else itemsize).
     tp_overlap: the backward's TP collectives overlap the weight-gradient GEMMs (Megatron-LM's
     asynchronous all-reduce of the input gradient, since late 2021); False: on the critical
     path like the forward's.
@@ -68,6 +73,7 @@ class Training:
     framework: str = MEGATRON
     tp_overlap: bool = True
     cp_overlap: bool = True
+    reduce_itemsize: int | None = None
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ from ringtree.plan.exposure import (
     per_micro_batch,
 )
 from ringtree.plan.flops import RECOMPUTE
-from ringtree.plan.memory import MEGATRON, activation_memory, state_memory
+from ringtree.plan.frameworks import copy_s, dp_overlap
+from ringtree.plan.memory import DEEPSPEED, activation_memory, state_memory
 from ringtree.plan.model import Model
 from ringtree.plan.placement import Placement
 from ringtree.plan.planner import modelled, plan, pricer_for
@@ -120,7 +121,7 @@ def _groups(
     layers = model.layers
     tps = [t for t in _powers(cluster.gpus_per_node)
            if model.heads % t == 0 and model.kv % t == 0]
-    megatron = training.framework == MEGATRON  # DeepSpeed's pipeline: no interleaving, no sp
+    megatron = training.framework != DEEPSPEED  # DeepSpeed's pipeline: no interleaving, no sp
     cps = [c for c in _powers(model.seq_len // MIN_CP_TOKENS or 1)
            if (model.seq_len % (2 * c) == 0 and megatron) or c == 1]
     flavors = FLAVORS if megatron else ("ddp", "zero1")  # nor ZeRO-2/3 with a pipeline
@@ -235,10 +236,13 @@ class _Scorer:
             summary = get(
                 ("d", lay.flavor, *base, g.m),
                 lambda lay=lay: data_parallel_summary(
-                    data_parallel_priced(model, lay, tr, self.pricer, gpn, g.m), tr.dp_overlap
+                    data_parallel_priced(model, lay, tr, self.pricer, gpn, g.m),
+                    dp_overlap(lay, tr),
                 ),
             )
             opt = get(("o", lay.flavor, *base), lambda lay=lay: optimizer_s(model, lay, self.dev))
+            opt += get(("c", lay.flavor, *base, g.m),  # type: ignore[operator]
+                       lambda lay=lay: copy_s(model, lay, tr, self.dev, g.m))
             shown = data_parallel_exposed_s(summary, mb)  # type: ignore[arg-type]
             out.append((lay.flavor, pipe + shown + opt))  # type: ignore[operator]
         return out
