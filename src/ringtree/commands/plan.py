@@ -20,8 +20,8 @@ from ringtree.plan.placement import DEFAULT_INTER, DEFAULT_INTRA, Placement, pla
 from ringtree.plan.planner import compare, plan
 from ringtree.plan.presets import PRESETS, get_model
 from ringtree.plan.record import DP_OVERLAP, Training
-from ringtree.plan.search import OBJECTIVES, search
-from ringtree.plan.strategy import FLAVORS, candidate_strategies, parse_strategy
+from ringtree.plan.search import OBJECTIVES, Space, search
+from ringtree.plan.strategy import candidate_strategies, parse_strategy
 from ringtree.units import dtype_bytes, format_percent, parse_size
 
 #: --top: the search plans this many in full (verdicts included).
@@ -90,7 +90,12 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                    help="--search: step time, or dollars (GPU-seconds) per token")
     t.add_argument("--sharding", type=A.flavors, metavar="F,...",
                    help="--search: only these data-parallel flavours, e.g. zero2,zero3 for what "
-                   "your framework runs (default: ddp, zero1, zero2, zero3)")
+                   "your framework runs, hsdp too (default: ddp, zero1, zero2, zero3; and hsdp "
+                   "under --framework fsdp)")
+    for key, what in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context"),
+                      ("ep", "expert"), ("v", "virtual pipeline")):
+        t.add_argument(f"--max-{key}", type=A.count, metavar="N",
+                       help=f"--search: {what}-parallel degrees up to N (--max-tp 1: no TP)")
     t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
                    help="flash (FlashAttention) or unfused (Megatron before 2022)")
@@ -200,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         found = search(model, placement, training, args.top, args.objective,
                        fixed_micro_batch=args.micro_batch is not None,
                        fixed_recompute=args.recompute is not None,
-                       flavors=args.sharding or FLAVORS)
+                       flavors=args.sharding, space=_space(args))
         _pictures(args, found.plans[0] if found.plans else None)
         if args.json:
             print_json(found.to_json())
@@ -226,11 +231,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _space(args: argparse.Namespace) -> Space:
+    return Space(args.max_tp, args.max_pp, args.max_cp, args.max_ep, args.max_v)
+
+
 def _check_modes(args: argparse.Namespace) -> None:
     """One of --strategy, --compare, --search (--strategy with --search only for
     --calibrate-step)."""
     if args.search and args.compare is not None:
         raise RingtreeError("give --search or --compare, not both")
+    limited = [k for k in ("tp", "pp", "cp", "ep", "v") if getattr(args, f"max_{k}") is not None]
+    if limited and not args.search:
+        raise RingtreeError(f"--max-{limited[0]} limits --search: give --search too (or "
+                            "--strategy with the degrees you want)")
     if args.sharding is not None and not args.search:
         raise RingtreeError("--sharding narrows --search: give --search too (or --strategy "
                             "with the flavour you want)")

@@ -223,7 +223,7 @@ def data_parallel_exposed(
 
 def optimizer_s(model: Model, layout: Layout, dev: Device) -> float:
     """The optimizer step over the GPU's shard (the whole of its parameters under DDP)."""
-    params = shard_params(model, layout) / (1 if layout.flavor == "ddp" else layout.dp * layout.cp)
+    params = shard_params(model, layout) / (1 if layout.flavor == "ddp" else layout.shard_ranks)
     return optimizer_time(params, dev)
 
 

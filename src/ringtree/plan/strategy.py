@@ -129,17 +129,18 @@ def _degree(key: str, value: str, text: str) -> int:
 
 
 def parse_flavors(text: str) -> tuple[str, ...]:
-    """Data-parallel flavours, comma-separated (``zero2,zero3``; ``fsdp`` = ``zero3``), in
-    FLAVORS order; RingtreeError on an unknown one."""
+    """Data-parallel flavours, comma-separated (``zero2,zero3``; ``fsdp`` = ``zero3``;
+    ``hsdp``: zero3 over one node's shard groups, for ``--search``), in FLAVORS order, hsdp
+    last; RingtreeError on an unknown one."""
+    known = (*FLAVORS, "hsdp")
     names = [w.strip().lower() for w in text.split(",") if w.strip()]
-    bad = [w for w in names if _ALIASES.get(w, w) not in FLAVORS]
-    if bad or not names:
+    chosen = {w if w == "hsdp" else _ALIASES.get(w, w) for w in names}
+    if not names or chosen - set(known):
         raise RingtreeError(
-            f"data-parallel flavours {text!r}: expected some of {', '.join(FLAVORS)} (fsdp = "
+            f"data-parallel flavours {text!r}: expected some of {', '.join(known)} (fsdp = "
             "zero3), joined by commas"
         )
-    chosen = {_ALIASES.get(w, w) for w in names}
-    return tuple(f for f in FLAVORS if f in chosen)
+    return tuple(f for f in known if f in chosen)
 
 
 def parse_strategy(text: str) -> Strategy:
