@@ -104,6 +104,12 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument("--framework", choices=FRAMEWORKS, default="megatron",
                    help="megatron (Megatron-LM/NeMo), deepspeed, or fsdp (PyTorch FSDP2 as "
                    "torchtitan runs it): memory per parameter, ZeRO-2/3's schedule (megatron)")
+    t.add_argument("--tp-comm-overlap", action="store_true",
+                   help="the forward's TP collectives overlap the GEMMs (Megatron "
+                   "--tp-comm-overlap, Transformer Engine userbuffers; torchtitan async TP)")
+    t.add_argument("--pp-overlap", action="store_true",
+                   help="pipeline sends overlap the next chunk's compute (Megatron-Core "
+                   "--overlap-p2p-communication)")
     t.add_argument("--reduce-dtype", metavar="DTYPE",
                    help="dtype of the gradients' reduction (default: fp32 under fsdp, "
                    "torchtitan's; else --dtype)")
@@ -191,6 +197,7 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         recompute=args.recompute or "none", attention=args.attention,
         dp_overlap=args.dp_overlap, efficiency=eff, framework=args.framework,
         reduce_itemsize=None if args.reduce_dtype is None else dtype_bytes(args.reduce_dtype),
+        tp_comm_overlap=args.tp_comm_overlap, pp_overlap=args.pp_overlap,
     )
 
 

@@ -6,10 +6,12 @@ Each op of the step is priced (its full calls and its last) on its group; then:
   share one stream beside a window of 1/3 (forward) or 2/3 (backward) of one micro-batch's
   compute, under :mod:`ringtree.plan.overlap`'s model, and everything else is exposed;
 - with the compute model, every micro-batch waits for its TP, CP, EP and pipeline transfers,
-  less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives) and
-  attention (ring attention's transfers); the DP collectives hide behind one micro-batch's
-  forward or backward on the busiest stage (or none, or also the next forward:
-  ``dp_overlap``); the pipeline runs (m + (p - 1)/v) micro-batch times; then the optimizer.
+  less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives),
+  forward GEMMs (the forward's, with ``tp_comm_overlap``), attention (ring attention's
+  transfers) and the next chunk's compute (the pipeline's sends, with ``pp_overlap``); the DP
+  collectives hide behind one micro-batch's forward or backward on the busiest stage (or
+  none, or also the next forward: ``dp_overlap``); the pipeline runs (m + (p - 1)/v)
+  micro-batch times; then the optimizer.
   What a framework adds (FSDP2's flat-buffer copies, DeepSpeed ZeRO-3's slower collectives)
   is :mod:`ringtree.plan.frameworks`'.
 """
@@ -22,7 +24,7 @@ from functools import lru_cache
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
 from ringtree.plan.compute import Device, optimizer_time
 from ringtree.plan.frameworks import copy_s, dp_batch, dp_overlap, slow_call, slowed
-from ringtree.plan.groups import group_shape
+from ringtree.plan.groups import PP, group_shape
 from ringtree.plan.memory import DEEPSPEED
 from ringtree.plan.model import Model
 from ringtree.plan.overlap import exposed_s
@@ -35,6 +37,7 @@ from ringtree.plan.volumes import (
     ATTENTION,
     ATTENTION_BWD,
     BACKWARD,
+    FGEMM,
     FORWARD,
     WGRAD,
     Batch,
@@ -164,12 +167,16 @@ def per_micro_batch(
         per_layer.update({ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd})
     if training.tp_overlap:
         per_layer[WGRAD] = mb.wgrad
+    if training.tp_comm_overlap:  # the forward GEMMs: as long as the weight gradients'
+        per_layer[FGEMM] = mb.wgrad
     exposed = []
     for item in priced:
         op = item[0]
         hide = mb.layers * per_layer.get(op.window or "", 0.0)
-        if op.window == ATTENTION and training.recompute == "full":
+        if op.window in (ATTENTION, FGEMM) and training.recompute == "full":
             hide *= 2
+        if op.group == PP and training.pp_overlap:  # behind the next chunk's compute
+            hide = mb.forward + mb.backward
         exposed.append(max(0.0, _round_s(item) - hide))
     return priced, exposed, sum(exposed)
 

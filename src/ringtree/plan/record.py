@@ -46,6 +46,12 @@ class Training:
     sequence-sharded stage outputs; DeepSpeed's engine sends whole activations from each), how
     ZeRO-2/3 communicate (:mod:`ringtree.plan.volumes`) and what the framework adds
     (:mod:`ringtree.plan.fsdp`).
+    tp_comm_overlap: the forward's TP collectives overlap the layer's forward GEMMs (Megatron-LM's
+    --tp-comm-overlap with Transformer Engine's userbuffers, NeMo's default on H100; torchtitan's
+    async TP): each layer hides up to its GEMMs' time, as long as its weight gradients'.
+    pp_overlap: the pipeline's sends overlap the next chunk's compute (Megatron-Core's
+    --overlap-p2p-communication, on by default with interleaving in NeMo's recipes); False:
+    every micro-batch waits for them.
     reduce_itemsize: bytes per gradient element in the data-parallel reduction (None: the
     framework's: fp32 under ``fsdp``, torchtitan's ``mixed_precision_reduce``; else itemsize).
     tp_overlap: the backward's TP collectives overlap the weight-gradient GEMMs (Megatron-LM's
@@ -74,6 +80,8 @@ class Training:
     tp_overlap: bool = True
     cp_overlap: bool = True
     reduce_itemsize: int | None = None
+    tp_comm_overlap: bool = False
+    pp_overlap: bool = False
 
 
 @dataclass(frozen=True)

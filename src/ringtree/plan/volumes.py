@@ -79,6 +79,9 @@ FORWARD, BACKWARD = "forward", "backward"
 #: their layer (Megatron-LM's asynchronous all-reduce of the input gradient); CP transfers
 #: overlap the layer's attention (ring attention).
 WGRAD, ATTENTION, ATTENTION_BWD = "wgrad", "attention", "attention-bwd"
+#: The forward's TP collectives may overlap their layer's forward GEMMs (Transformer Engine's
+#: userbuffers, Megatron-LM's --tp-comm-overlap; ``Training.tp_comm_overlap``).
+FGEMM = "fgemm"
 SEND, ALL_TO_ALL = "send", "all-to-all"
 ZERO = "Rajbhandari et al. 2020 (ZeRO), Sec. 7"
 FSDP = "Rajbhandari et al. 2020 (ZeRO), Sec. 7.2.2; Zhao et al. 2023 (PyTorch FSDP)"
@@ -308,8 +311,9 @@ def _fsdp(
 
 
 def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) -> list[CommOp]:
-    """2 collectives per layer forward (4 with sp), on the critical path, again when full
-    recomputation repeats the forward; as many backward, beside the weight gradients."""
+    """2 collectives per layer forward (4 with sp), on the critical path unless they overlap
+    the forward GEMMs, again when full recomputation repeats the forward; as many backward,
+    beside the weight gradients."""
     if layout.sp:  # (name, collective) forward, then backward
         pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER),
                  ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER)]
@@ -317,7 +321,7 @@ def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) ->
     else:
         pairs, source = [("all-reduce activations (tp {})", Collective.ALL_REDUCE)], MEGATRON
     fwd_source = source if fwd == 1 else f"{source}; {RECOMPUTE}"
-    forward = [_even(name.format("fwd"), col, TP, act, 2 * fwd * layers, m, None, fwd_source,
+    forward = [_even(name.format("fwd"), col, TP, act, 2 * fwd * layers, m, FGEMM, fwd_source,
                      phase=FORWARD) for name, col in pairs]
     backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
                       phase=BACKWARD) for name, col in pairs]
