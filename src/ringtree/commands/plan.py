@@ -97,6 +97,9 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
         t.add_argument(f"--max-{key}", type=A.count, metavar="N",
                        help=f"--search: {what}-parallel degrees up to N (--max-tp 1: no TP)")
     t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
+    t.add_argument("--recompute-every", type=A.count, metavar="K",
+                   help="with --recompute full: checkpoint every K-th layer only (torchtitan's "
+                   "selective_ac_option K; default 1: every layer)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
                    help="flash (FlashAttention) or unfused (Megatron before 2022)")
     t.add_argument("--dp-overlap", choices=DP_OVERLAP, default="backward",
@@ -177,6 +180,9 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         raise RingtreeError("give either --compute or --tflops with --mfu, not both")
     if (args.tflops is None) != (args.mfu is None):
         raise RingtreeError("--tflops and --mfu go together (compute = 6 Psi tokens / flops)")
+    if args.recompute_every is not None and args.recompute != "full":
+        raise RingtreeError("--recompute-every K checkpoints every K-th layer: give --recompute "
+                            "full with it")
     if args.mfu is not None and args.mfu > 1:
         raise RingtreeError(f"--mfu is a fraction of the peak, 0 < mfu <= 1, got {args.mfu}")
     eff: Efficiency | None = None
@@ -198,6 +204,7 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         dp_overlap=args.dp_overlap, efficiency=eff, framework=args.framework,
         reduce_itemsize=None if args.reduce_dtype is None else dtype_bytes(args.reduce_dtype),
         tp_comm_overlap=args.tp_comm_overlap, pp_overlap=args.pp_overlap,
+        recompute_every=args.recompute_every or 1,
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
+from ringtree.plan.checkpointing import micro_batch_every, share
 from ringtree.plan.compute import Device, optimizer_time
 from ringtree.plan.frameworks import copy_s, dp_batch, dp_overlap, slow_call, slowed
 from ringtree.plan.groups import PP, group_shape
@@ -30,7 +31,7 @@ from ringtree.plan.model import Model
 from ringtree.plan.overlap import exposed_s
 from ringtree.plan.placement import Placement
 from ringtree.plan.record import TimedOp, Training
-from ringtree.plan.step import MicroBatch, micro_batch
+from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout
 from ringtree.plan.volumes import (
     ALL_TO_ALL,
@@ -159,7 +160,9 @@ def per_micro_batch(
     """What each micro-batch communicates, priced; what it waits for (per round); their sum.
     Shared by the data-parallel flavours of a layout (cached)."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                  training.recompute == "full", training.framework != DEEPSPEED)
+                  training.recompute == "full", training.framework != DEEPSPEED,
+                  recompute_every=training.recompute_every)
+    again = share(model, layout, training.recompute, training.recompute_every)
     priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, pricer,
                        training.itemsize)
     per_layer = {}
@@ -173,8 +176,8 @@ def per_micro_batch(
     for item in priced:
         op = item[0]
         hide = mb.layers * per_layer.get(op.window or "", 0.0)
-        if op.window in (ATTENTION, FGEMM) and training.recompute == "full":
-            hide *= 2
+        if op.window in (ATTENTION, FGEMM):
+            hide *= 1 + again
         if op.group == PP and training.pp_overlap:  # behind the next chunk's compute
             hide = mb.forward + mb.backward
         exposed.append(max(0.0, _round_s(item) - hide))
@@ -187,8 +190,8 @@ def modelled_step(
 ) -> Core:
     """The step under the compute model (module doc)."""
     dev = device(placement, training)
-    mb = micro_batch(model, layout, training.micro_batch, training.recompute,
-                     training.attention, dev)
+    mb = micro_batch_every(model, layout, training.micro_batch, training.recompute,
+                           training.attention, dev, training.recompute_every)
     gpn = placement.gpus_per_node
     key = replace(layout, flavor="ddp")
     per, per_exposed, waits = per_micro_batch(model, key, training, pricer, gpn, m, mb)

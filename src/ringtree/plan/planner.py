@@ -28,6 +28,7 @@ from ringtree.cost.nccl.pricer import NcclPricer
 from ringtree.cost.pricer import Pricer
 from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
+from ringtree.plan.checkpointing import activations_every, share
 from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
 from ringtree.plan.flops import hardware_flops, model_flops
 from ringtree.plan.frameworks import dp_batch
@@ -87,6 +88,8 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
             f"cp={layout.cp} needs a sequence length divisible by 2 cp (load-balanced ring "
             f"attention), got {model.seq_len}"
         )
+    if training.recompute_every < 1:
+        raise RingtreeError(f"recompute every {training.recompute_every} layers: expected >= 1")
     if training.framework not in FRAMEWORKS:
         raise RingtreeError(f"framework {training.framework!r}: expected one of "
                             f"{', '.join(FRAMEWORKS)}")
@@ -118,8 +121,15 @@ def plan(
     if placement.cluster is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
                      training.attention, training.itemsize, training.framework)
+        if training.recompute_every > 1:
+            mem = replace(mem, activations=activations_every(
+                model, layout, training.micro_batch, m, training.recompute, training.attention,
+                training.itemsize, training.framework, training.recompute_every))
     need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
+    if flops is not None and hw_flops is not None:
+        hw_flops = flops + share(model, layout, training.recompute,
+                                 training.recompute_every) * (hw_flops - flops)
     if modelled(model, placement, training):
         s = _modelled(model, placement, layout, training, pricer, m)
     else:
@@ -164,7 +174,8 @@ def _given(model: Model, placement: Placement, layout: Layout, training: Trainin
     """The step with a given compute (or none): DP windows are shares of it, the bubble
     (p - 1)/(v m) of it."""
     batch = replace(dp_batch(training, m), full_recompute=training.recompute == "full",
-                    scatter_gather=training.framework != DEEPSPEED)
+                    scatter_gather=training.framework != DEEPSPEED,
+                    recompute_every=training.recompute_every)
     priced = price_ops(step_collectives(model, layout, batch), layout, placement.gpus_per_node,
                        pricer, training.itemsize)
     compute = compute_time_s(model, placement, training, global_batch)

@@ -52,6 +52,8 @@ class Training:
     pp_overlap: the pipeline's sends overlap the next chunk's compute (Megatron-Core's
     --overlap-p2p-communication, on by default with interleaving in NeMo's recipes); False:
     every micro-batch waits for them.
+    recompute_every: with ``recompute="full"``, checkpoint every K-th layer only (torchtitan's
+    ``selective_ac_option = "K"``; :mod:`ringtree.plan.checkpointing`); 1: every layer.
     reduce_itemsize: bytes per gradient element in the data-parallel reduction (None: the
     framework's: fp32 under ``fsdp``, torchtitan's ``mixed_precision_reduce``; else itemsize).
     tp_overlap: the backward's TP collectives overlap the weight-gradient GEMMs (Megatron-LM's
@@ -82,6 +84,7 @@ class Training:
     reduce_itemsize: int | None = None
     tp_comm_overlap: bool = False
     pp_overlap: bool = False
+    recompute_every: int = 1
 
 
 @dataclass(frozen=True)

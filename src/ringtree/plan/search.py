@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.errors import RingtreeError
+from ringtree.plan.checkpointing import activations_every, micro_batch_every
 from ringtree.plan.exposure import (
     data_parallel_exposed_s,
     data_parallel_priced,
@@ -48,12 +49,12 @@ from ringtree.plan.exposure import (
 )
 from ringtree.plan.flops import RECOMPUTE
 from ringtree.plan.frameworks import copy_s, dp_overlap
-from ringtree.plan.memory import DEEPSPEED, FSDP, activation_memory, state_memory
+from ringtree.plan.memory import DEEPSPEED, FSDP, state_memory
 from ringtree.plan.model import Model
 from ringtree.plan.placement import Placement
 from ringtree.plan.planner import modelled, plan, pricer_for
 from ringtree.plan.record import Plan, Training
-from ringtree.plan.step import MicroBatch, micro_batch
+from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import FLAVORS, Layout
 from ringtree.units import format_bytes, format_percent
 
@@ -260,8 +261,9 @@ class _Scorer:
         """(flavour, step seconds) of the flavours of ``g`` that fit, with ``rc``."""
         model, tr, get = self.model, self.variant(g.b, rc), self._get
         lay0 = Layout("ddp", g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
-        acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activation_memory(
-            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework))
+        acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activations_every(
+            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework,
+            tr.recompute_every))
         limit = cluster.gpu_memory_bytes - acts  # type: ignore[operator]
         base = (g.tp, g.cp, g.pp, g.dp, g.ep)
         fitting = []
@@ -274,8 +276,10 @@ class _Scorer:
         if not fitting:
             return []
         gpn = cluster.gpus_per_node
-        mb: MicroBatch = get(("m", g.tp, g.cp, g.sp, g.ep, g.pp, g.b, rc), lambda: micro_batch(
-            model, lay0, g.b, rc, tr.attention, self.dev))  # type: ignore[assignment]
+        mb: MicroBatch = get(("m", g.tp, g.cp, g.sp, g.ep, g.pp, g.b, rc),
+                             lambda: micro_batch_every(model, lay0, g.b, rc, tr.attention,
+                                                       self.dev, tr.recompute_every)
+                             )  # type: ignore[assignment]
         waits = get(("w", *base, g.v, g.sp, g.b, rc), lambda: per_micro_batch(
             model, lay0, tr, self.pricer, gpn, g.m, mb)[2])
         pipe = (g.m + (g.pp - 1) / g.v) * (mb.forward + mb.backward + waits)  # type: ignore[operator]

@@ -108,6 +108,9 @@ class Batch:
     scatter_gather: pipeline sends carry 1/tp of the activations each (Megatron-LM); False:
         each TP rank sends all of them (DeepSpeed's pipeline engine).
     fsdp: ZeRO-2/3 as PyTorch FSDP2 runs them (module doc).
+    recompute_every: with full_recompute, only every K-th layer is recomputed
+        (:mod:`ringtree.plan.checkpointing`): ceil(L'/K) layers repeat their forward's TP,
+        CP and EP communication.
     reduce_itemsize: bytes per gradient element in the reduce-scatter (None: itemsize).
     """
 
@@ -119,6 +122,11 @@ class Batch:
     scatter_gather: bool = True
     fsdp: bool = False
     reduce_itemsize: int | None = None
+    recompute_every: int = 1
+
+    def recomputed(self, layers: int) -> int:
+        """How many of ``layers`` repeat their forward in the backward."""
+        return math.ceil(layers / max(self.recompute_every, 1)) if self.full_recompute else 0
 
 
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP bucket_cap_mb=25, which it multiplies by 1024 * 1024
@@ -242,9 +250,8 @@ def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
     layers = stage_layers(model, layout)
     ops: list[CommOp] = []
     act = batch.micro_batch * (s // layout.cp) * h * p
-    fwd = 2 if batch.full_recompute else 1  # forward passes per micro-batch
     if layout.tp > 1:
-        ops += _tensor_parallel(layout, act, layers, m, fwd)
+        ops += _tensor_parallel(layout, act, layers, m, batch.recomputed(layers))
     if layout.cp > 1:
         ops += _context_parallel(model, layout, batch, layers)
     if layout.ep > 1 and model.moe:
@@ -310,7 +317,8 @@ def _fsdp(
     return ops
 
 
-def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) -> list[CommOp]:
+def _tensor_parallel(layout: Layout, act: int, layers: int, m: int,
+                     again: int) -> list[CommOp]:
     """2 collectives per layer forward (4 with sp), on the critical path unless they overlap
     the forward GEMMs, again when full recomputation repeats the forward; as many backward,
     beside the weight gradients."""
@@ -320,8 +328,8 @@ def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) ->
         source = SEQ_PAR
     else:
         pairs, source = [("all-reduce activations (tp {})", Collective.ALL_REDUCE)], MEGATRON
-    fwd_source = source if fwd == 1 else f"{source}; {RECOMPUTE}"
-    forward = [_even(name.format("fwd"), col, TP, act, 2 * fwd * layers, m, FGEMM, fwd_source,
+    fwd_source = source if not again else f"{source}; {RECOMPUTE}"
+    forward = [_even(name.format("fwd"), col, TP, act, 2 * (layers + again), m, FGEMM, fwd_source,
                      phase=FORWARD) for name, col in pairs]
     backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
                       phase=BACKWARD) for name, col in pairs]
@@ -335,10 +343,10 @@ def _context_parallel(model: Model, layout: Layout, batch: Batch, layers: int) -
     p, cp = batch.itemsize, layout.cp
     kv = math.ceil(model.kv / layout.tp) * model.dim
     block = 2 * batch.micro_batch * (model.seq_len // cp) * kv * p
-    fwd = 2 if batch.full_recompute else 1
     m = batch.micro_batches
     return [
-        _even("send keys+values (cp fwd)", None, CP, block, (cp - 1) * fwd * layers, m,
+        _even("send keys+values (cp fwd)", None, CP, block,
+              (cp - 1) * (layers + batch.recomputed(layers)), m,
               ATTENTION, RING_ATTENTION, phase=FORWARD),
         _even("send keys+values+grads (cp bwd)", None, CP, 2 * block, (cp - 1) * layers, m,
               ATTENTION_BWD, RING_ATTENTION, phase=BACKWARD),
@@ -359,9 +367,9 @@ def _expert_parallel(model: Model, layout: Layout, batch: Batch, layers: int) ->
     assert model.layers
     moe = math.ceil(layers * model.moe_layers / model.layers)  # the stage's MoE layers
     size, m = alltoall_bytes(model, layout, batch), batch.micro_batches
-    fwd = 2 if batch.full_recompute else 1
     return [
-        _even("all-to-all dispatch+combine (ep fwd)", None, EP, size, 2 * fwd * moe, m, None,
+        _even("all-to-all dispatch+combine (ep fwd)", None, EP, size,
+              2 * (moe + batch.recomputed(moe)), m, None,
               MOE, ALL_TO_ALL, FORWARD),
         _even("all-to-all dispatch+combine (ep bwd)", None, EP, size, 2 * moe, m, None, MOE,
               ALL_TO_ALL, BACKWARD),
