@@ -88,6 +88,9 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
             f"cp={layout.cp} needs a sequence length divisible by 2 cp (load-balanced ring "
             f"attention), got {model.seq_len}"
         )
+    if layout.hybrid and (layout.dp % layout.shard or layout.ep > 1):
+        raise RingtreeError(f"shard={layout.shard} needs dp ({layout.dp}) a multiple of it and "
+                            "no expert parallelism")
     if training.recompute_every < 1:
         raise RingtreeError(f"recompute every {training.recompute_every} layers: expected >= 1")
     if training.framework not in FRAMEWORKS:

@@ -110,10 +110,10 @@ class Layout:
     def name(self) -> str:
         """Canonical spelling: ``zero3``, ``ddp,tp=8``, ``zero1,tp=8,pp=4,v=2,sp``,
         ``hsdp,shard=8``."""
-        parts = ["hsdp" if self.shard and self.flavor == "zero3" else self.flavor]
+        parts = ["hsdp" if self.hybrid and self.flavor == "zero3" else self.flavor]
         for key in ("tp", "pp", "v", "cp", "ep", "shard"):
             value = getattr(self, key)
-            parts += [f"{key}={value}"] if value > 1 else []
+            parts += [f"{key}={value}"] if value > 1 and (key != "shard" or self.hybrid) else []
         parts += ["sp"] if self.sp else []
         return ",".join(parts)
 
