@@ -57,3 +57,31 @@ def test_between_none_and_full(k):
     assert none.step_time_s <= some.step_time_s * (1 + 1e-12)
     assert some.step_time_s <= full.step_time_s * (1 + 1e-12)
     assert replace(some.training, recompute_every=1) == full.training
+
+
+def test_op_level_checkpointing_hand_computed():
+    from ringtree.plan.checkpointing import _op_bytes_per_layer
+    from ringtree.plan.memory import activation_bytes_per_layer
+
+    # Llama 3 8B, one sequence of 8192 tokens, tp=1: q = h = 4096, k = v = 1024, f = 14336;
+    # kept: input h, attention out q, and q, v, gate, down of the 7 GEMM outputs (every other)
+    sb, h = 8192, 4096
+    kept = h + 4096 + (4096 + 1024 + 14336 + h)
+    assert _op_bytes_per_layer(M, 1, Layout("ddp", 1, 1, 1)) == 2 * sb * kept
+    none, op, full = step("none"), step("op"), step("full")
+    saved = activation_bytes_per_layer(M, 1, 1, False, "none", "flash") - 2 * sb * kept
+    assert op.memory.activations == pytest.approx(none.memory.activations - 32 * saved, abs=1)
+    assert full.memory.activations < op.memory.activations < none.memory.activations
+    assert none.step_time_s < op.step_time_s < full.step_time_s
+    # hardware FLOPs: half of the forward's GEMM FLOPs again
+    gemms = (full.hardware_flops - none.hardware_flops) - (
+        step("selective").hardware_flops - none.hardware_flops)
+    assert op.hardware_flops == pytest.approx(none.hardware_flops + gemms / 2)
+
+
+def test_op_level_checkpointing_of_experts_is_refused():
+    from ringtree.errors import RingtreeError
+
+    with pytest.raises(RingtreeError, match="dense models only"):
+        plan(PRESETS["mixtral-8x7b"], on_cluster(get_cluster("dgx-h100"), 1),
+             parse_strategy("zero3"), Training(recompute="op"), with_verdict=False)

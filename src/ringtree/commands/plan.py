@@ -12,6 +12,7 @@ from ringtree.commands.plan_render import render_compare, render_plan, render_se
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console
 from ringtree.plan.calibrate import fit_efficiency
+from ringtree.plan.checkpointing import OP
 from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
 from ringtree.plan.flops import RECOMPUTE
 from ringtree.plan.memory import FRAMEWORKS
@@ -96,7 +97,8 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                       ("ep", "expert"), ("v", "virtual pipeline")):
         t.add_argument(f"--max-{key}", type=A.count, metavar="N",
                        help=f"--search: {what}-parallel degrees up to N (--max-tp 1: no TP)")
-    t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
+    t.add_argument("--recompute", choices=(*RECOMPUTE, OP),
+                   help="activation recomputation (none; op: torchtitan's op-level selective)")
     t.add_argument("--recompute-every", type=A.count, metavar="K",
                    help="with --recompute full: checkpoint every K-th layer only (torchtitan's "
                    "selective_ac_option K; default 1: every layer)")

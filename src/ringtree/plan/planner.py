@@ -28,7 +28,7 @@ from ringtree.cost.nccl.pricer import NcclPricer
 from ringtree.cost.pricer import Pricer
 from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
-from ringtree.plan.checkpointing import activations_every, share
+from ringtree.plan.checkpointing import OP, activations_every, check_op, op_flops, share
 from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
 from ringtree.plan.flops import hardware_flops, model_flops
 from ringtree.plan.frameworks import dp_batch
@@ -91,6 +91,7 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
     if layout.hybrid and (layout.dp % layout.shard or layout.ep > 1):
         raise RingtreeError(f"shard={layout.shard} needs dp ({layout.dp}) a multiple of it and "
                             "no expert parallelism")
+    check_op(model, training.recompute)
     if training.recompute_every < 1:
         raise RingtreeError(f"recompute every {training.recompute_every} layers: expected >= 1")
     if training.framework not in FRAMEWORKS:
@@ -124,13 +125,16 @@ def plan(
     if placement.cluster is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
                      training.attention, training.itemsize, training.framework)
-        if training.recompute_every > 1:
+        if training.recompute_every > 1 or training.recompute == OP:
             mem = replace(mem, activations=activations_every(
                 model, layout, training.micro_batch, m, training.recompute, training.attention,
                 training.itemsize, training.framework, training.recompute_every))
     need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
-    if flops is not None and hw_flops is not None:
+    if training.recompute == OP and flops is not None:
+        hw_flops = op_flops(flops, step_flops(model, global_batch, "selective")[1] or flops,
+                            hw_flops or flops)
+    elif training.recompute == "full" and flops is not None and hw_flops is not None:
         hw_flops = flops + share(model, layout, training.recompute,
                                  training.recompute_every) * (hw_flops - flops)
     if modelled(model, placement, training):

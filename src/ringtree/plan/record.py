@@ -33,7 +33,8 @@ class Training:
     tokens / (GPUs * tflops * 1e12 * mfu) (Kaplan et al. 2020; Narayanan et al. 2021).
     bucket_bytes: gradient bucket (None: the framework's default; 0 for one collective).
     steps_per_second: for the per-day figure (None: 1 / step time).
-    recompute: activation recomputation, none | selective | full.
+    recompute: activation recomputation, none | selective | full | op (torchtitan's op-level
+    selective checkpointing, :mod:`ringtree.plan.checkpointing`).
     attention: ``flash`` (FlashAttention) or ``unfused`` (Megatron-LM before 2022).
     dp_overlap: ``backward`` (gradients hide behind the backward, ZeRO-1/2's parameter
     gathers after the optimizer step do not), ``full`` (those hide behind the next forward,
