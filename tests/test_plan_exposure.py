@@ -75,3 +75,16 @@ def test_crossing_a_node_never_makes_the_all_to_all_cheaper(ep):
                   parse_strategy(f"zero1,ep={ep}"), tr, with_verdict=False)
     assert [c.shape.nodes for c in across.collectives if c.op.kind == "all-to-all"][0] == 2
     assert a2a_per_byte(across) >= a2a_per_byte(inside)
+
+
+def test_ep_overlap_hides_each_pass_behind_the_adjacent_micro_batchs_other_pass():
+    tr = Training(global_batch=64, recompute="selective")
+    m = PRESETS["mixtral-8x7b"]
+    off = step("zero1,ep=8", tr, m, 8)
+    on = step("zero1,ep=8", replace(tr, ep_overlap=True), m, 8)
+    for c in on.collectives:
+        if c.op.kind == "all-to-all":
+            window = on.micro.backward if c.op.phase == "forward" else on.micro.forward
+            assert c.exposed_s == pytest.approx(
+                max(0.0, c.time_s - window * on.micro_batches))
+    assert on.step_time_s <= off.step_time_s

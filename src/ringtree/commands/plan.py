@@ -115,6 +115,9 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument("--pp-overlap", action="store_true",
                    help="pipeline sends overlap the next chunk's compute (Megatron-Core "
                    "--overlap-p2p-communication)")
+    t.add_argument("--ep-overlap", action="store_true",
+                   help="expert all-to-alls overlap the adjacent micro-batch (Megatron-Core "
+                   "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe)")
     t.add_argument("--reduce-dtype", metavar="DTYPE",
                    help="dtype of the gradients' reduction (default: fp32 under fsdp, "
                    "torchtitan's; else --dtype)")
@@ -206,7 +209,7 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         dp_overlap=args.dp_overlap, efficiency=eff, framework=args.framework,
         reduce_itemsize=None if args.reduce_dtype is None else dtype_bytes(args.reduce_dtype),
         tp_comm_overlap=args.tp_comm_overlap, pp_overlap=args.pp_overlap,
-        recompute_every=args.recompute_every or 1,
+        recompute_every=args.recompute_every or 1, ep_overlap=args.ep_overlap,
     )
 
 

@@ -53,6 +53,10 @@ class Training:
     pp_overlap: the pipeline's sends overlap the next chunk's compute (Megatron-Core's
     --overlap-p2p-communication, on by default with interleaving in NeMo's recipes); False:
     every micro-batch waits for them.
+    ep_overlap: the expert all-to-alls of one micro-batch overlap the adjacent micro-batch's
+    other pass (Megatron-Core v0.14's combined 1F1B, --overlap-moe-expert-parallel-comm;
+    DeepSeek-V3's DualPipe): the forward's hide behind a backward, the backward's behind a
+    forward; False (Megatron-Core's default): on the critical path.
     recompute_every: with ``recompute="full"``, checkpoint every K-th layer only (torchtitan's
     ``selective_ac_option = "K"``; :mod:`ringtree.plan.checkpointing`); 1: every layer.
     reduce_itemsize: bytes per gradient element in the data-parallel reduction (None: the
@@ -86,6 +90,7 @@ class Training:
     tp_comm_overlap: bool = False
     pp_overlap: bool = False
     recompute_every: int = 1
+    ep_overlap: bool = False
 
 
 @dataclass(frozen=True)
