@@ -76,6 +76,17 @@ def _placement_flags(c: argparse._ArgumentGroup) -> None:
     c.add_argument("--gpu-memory", type=A.size, help="memory of one GPU (default: the GPU's)")
 
 
+#: Overlap options (Training fields of the same names).
+_OVERLAPS = (
+    ("--tp-comm-overlap", "the forward's TP collectives overlap the GEMMs (Megatron "
+     "--tp-comm-overlap, Transformer Engine userbuffers; torchtitan async TP)"),
+    ("--pp-overlap", "pipeline sends overlap the next chunk's compute (Megatron-Core "
+     "--overlap-p2p-communication)"),
+    ("--ep-overlap", "expert all-to-alls overlap the adjacent micro-batch (Megatron-Core "
+     "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe)"),
+)
+
+
 def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--strategy",
@@ -109,15 +120,8 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument("--framework", choices=FRAMEWORKS, default="megatron",
                    help="megatron (Megatron-LM/NeMo), deepspeed, or fsdp (PyTorch FSDP2 as "
                    "torchtitan runs it): memory per parameter, ZeRO-2/3's schedule (megatron)")
-    t.add_argument("--tp-comm-overlap", action="store_true",
-                   help="the forward's TP collectives overlap the GEMMs (Megatron "
-                   "--tp-comm-overlap, Transformer Engine userbuffers; torchtitan async TP)")
-    t.add_argument("--pp-overlap", action="store_true",
-                   help="pipeline sends overlap the next chunk's compute (Megatron-Core "
-                   "--overlap-p2p-communication)")
-    t.add_argument("--ep-overlap", action="store_true",
-                   help="expert all-to-alls overlap the adjacent micro-batch (Megatron-Core "
-                   "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe)")
+    for flag, what in _OVERLAPS:
+        t.add_argument(flag, action="store_true", help=what)
     t.add_argument("--reduce-dtype", metavar="DTYPE",
                    help="dtype of the gradients' reduction (default: fp32 under fsdp, "
                    "torchtitan's; else --dtype)")
