@@ -1,6 +1,8 @@
 """FSDP2 / HSDP as torchtitan runs them, and DeepSpeed ZeRO-3's framework overhead: volumes
 hand-computed, properties of reshard_after_forward and of hybrid sharding."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,3 +128,12 @@ def test_hsdp_property_inter_node_bytes(nodes, shard, b):
         return sum(c.bytes_per_gpu for c in p.collectives if c.shape.nodes > 1)
 
     assert inter(hsdp) <= inter(fsdp)
+
+
+def test_deepspeed_zero3_with_a_given_compute_is_slowed_and_exposed_too():
+    m = PRESETS["llama3-8b"]
+    given = Training(global_batch=32, compute_s=1.0)
+    nccl = step("zero3", model=m, training=given)
+    slow = step("zero3", model=m, training=replace(given, framework="deepspeed"))
+    assert slow.comm_time_s == pytest.approx(frameworks.DEEPSPEED_ZERO3_SLOWDOWN * nccl.comm_time_s)
+    assert slow.exposed_s == pytest.approx(slow.comm_time_s) and nccl.exposed_s < nccl.comm_time_s

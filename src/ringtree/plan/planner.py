@@ -29,9 +29,16 @@ from ringtree.cost.pricer import Pricer
 from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
 from ringtree.plan.checkpointing import OP, activations_every, check_op, op_flops, share
-from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
+from ringtree.plan.exposure import (
+    data_parallel_priced,
+    device,
+    given_step,
+    modelled_step,
+    price_ops,
+    timed_ops,
+)
 from ringtree.plan.flops import hardware_flops, model_flops
-from ringtree.plan.frameworks import dp_batch
+from ringtree.plan.frameworks import dp_batch, slowed
 from ringtree.plan.memory import DEEPSPEED, FRAMEWORKS, Memory, memory
 from ringtree.plan.model import Model
 from ringtree.plan.pipeline import check_schedule
@@ -40,7 +47,12 @@ from ringtree.plan.record import DP_OVERLAP, Plan, TimedOp, Training
 from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout, Strategy
 from ringtree.plan.verdict import verdict
-from ringtree.plan.volumes import model_state_bytes, stage_layers, step_collectives
+from ringtree.plan.volumes import (
+    micro_batch_ops,
+    model_state_bytes,
+    stage_layers,
+    step_collectives,
+)
 
 
 def compute_time_s(
@@ -178,13 +190,18 @@ def _modelled(model: Model, placement: Placement, layout: Layout, training: Trai
 
 def _given(model: Model, placement: Placement, layout: Layout, training: Training,
            pricer: Pricer, m: int, global_batch: int) -> _Step:
-    """The step with a given compute (or none): DP windows are shares of it, the bubble
-    (p - 1)/(v m) of it."""
+    """The step with a given compute (or none): DP windows are shares of it (none under
+    DeepSpeed ZeRO-3, :mod:`ringtree.plan.frameworks`), the bubble (p - 1)/(v m) of it."""
     batch = replace(dp_batch(training, m), full_recompute=training.recompute == "full",
                     scatter_gather=training.framework != DEEPSPEED,
                     recompute_every=training.recompute_every)
-    priced = price_ops(step_collectives(model, layout, batch), layout, placement.gpus_per_node,
-                       pricer, training.itemsize)
+    gpn = placement.gpus_per_node
+    step_collectives(model, layout, batch)  # the shape checks
+    dp = data_parallel_priced(model, layout, training, pricer, gpn, m)
+    if slowed(layout, training):
+        dp = [(replace(op, window=None), *rest) for op, *rest in dp]  # type: ignore[misc]
+    priced = dp + price_ops(micro_batch_ops(model, layout, batch), layout, gpn, pricer,
+                            training.itemsize)
     compute = compute_time_s(model, placement, training, global_batch)
     bubble = (layout.pp - 1) / (layout.v * m) * compute if compute is not None else 0.0
     peak = training.tflops * 1e12 if training.tflops else None
