@@ -248,6 +248,12 @@ def test_mixtral_expert_parallel_lists_the_all_to_alls(capsys):
         [*HW, "--search", "--objective", "speed"],
         [*HW[:-2], "--search", "--sharding", "zero4"],
         [*HW, "--strategy", "tp=8", "--sharding", "zero2"],  # narrows nothing without --search
+        [*HW, "--strategy", "tp=8", "--max-tp", "1"],  # limits nothing without --search
+        [*HW, "--strategy", "zero3", "--framework", "jax"],
+        [*HW, "--strategy", "hsdp"],  # no shard group
+        [*HW, "--strategy", "hsdp,shard=3"],  # does not divide dp
+        [*HW, "--strategy", "zero1,shard=8"],
+        [*HW, "--strategy", "zero3", "--reduce-dtype", "fp7"],
     ],
 )
 def test_bad_plan_input_is_one_line_exit_2(argv):

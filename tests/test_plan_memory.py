@@ -80,7 +80,44 @@ def test_model_states_mixed_precision(flavor, grads, opt):
     assert o == pytest.approx(opt * psi, rel=1e-6)  # fp32 master weights + Adam moments
     assert other >= OVERHEAD_BYTES
     _, g_ds, _, _ = state_memory(m, Layout(flavor, 64, 1, 1), framework="deepspeed")
-    assert g_ds == pytest.approx(g * 6 / 4, rel=1e-9)  # 16-bit gradients beside fp32 ones
+    # 16-bit gradients beside fp32 ones; ZeRO-3 reduces them into its fp32 partition (18 B)
+    assert g_ds == pytest.approx(g * (4 if flavor == "zero3" else 6) / 4, rel=1e-9)
+
+
+def test_megatron_distributed_optimizer_is_6_plus_12_over_d():
+    # Megatron-LM docs/source/distrib_optimizer.md: bf16 params, fp32 grads: 18 B/param
+    # without the distributed optimizer, 6 + 12/d with it
+    m = PRESETS["7b"]
+    for flavor, per in (("ddp", 18), ("zero1", 6 + 12 / 64)):
+        w, g, o, _ = state_memory(m, Layout(flavor, 64, 1, 1))
+        assert w + g + o == pytest.approx(per * m.params, rel=1e-6)
+
+
+def test_fsdp_keeps_16_bytes_per_parameter_sharded():
+    # FSDP2 (torchtitan): fp32 sharded params (the master copy) + fp32 grads + Adam's two
+    # moments = 16 B/param over the shard group; DeepSpeed ZeRO-3 keeps 18
+    m = PRESETS["7b"]
+    w, g, o, other = state_memory(m, Layout("zero3", 64, 1, 1), framework="fsdp")
+    assert w + g + o == pytest.approx(16 * m.params / 64, rel=1e-6)
+    w, g, o, _ = state_memory(m, Layout("zero3", 64, 1, 1), framework="deepspeed")
+    assert w + g + o == pytest.approx(18 * m.params / 64, rel=1e-6)
+    # two bf16 blocks gathered + one block's fp32 reduce-scatter input: 8 B/param / L
+    assert other - OVERHEAD_BYTES == pytest.approx(8 * m.params / m.layers, rel=1e-6)
+
+
+def test_fsdp_without_reshard_keeps_the_16_bit_weights_whole():
+    m = PRESETS["7b"]
+    w3 = state_memory(m, Layout("zero3", 64, 1, 1), framework="fsdp")
+    w2 = state_memory(m, Layout("zero2", 64, 1, 1), framework="fsdp")
+    assert w2[0] == pytest.approx((2 + 4 / 64) * m.params, rel=1e-6)
+    assert sum(w2) > sum(w3)
+
+
+def test_hsdp_shards_over_its_shard_group():
+    m = PRESETS["7b"]
+    hsdp = state_memory(m, Layout("zero3", 64, 1, 1, shard=8), framework="fsdp")
+    fsdp8 = state_memory(m, Layout("zero3", 8, 1, 1), framework="fsdp")
+    assert hsdp == fsdp8
 
 
 def test_recomputation_and_sequence_parallelism_save_memory():

@@ -110,3 +110,39 @@ def test_all_gather_context_parallelism_exposes_its_transfers():
     a = plan(m, c, flat, Training(global_batch=64), with_verdict=False)
     b = plan(m, c, flat, Training(global_batch=64, cp_overlap=False), with_verdict=False)
     assert a.step_time_s == b.step_time_s
+
+
+def test_space_caps_the_degrees_and_v_reaches_one_layer_per_chunk():
+    from ringtree.plan.search import Space
+
+    m, c = PRESETS["70b"], on_cluster(H100, 8)  # 80 layers
+    tr = Training(global_batch=256)
+    every = list(candidates(m, c, tr, 8, 1, "full"))
+    vs = {x.layout.v for x in every if x.layout.pp == 4}
+    assert {10, 20} <= vs and 9 not in vs  # beyond 8 only where pp x v divides the layers
+    capped = list(candidates(m, c, tr, 8, 1, "full", space=Space(max_tp=1, max_v=4)))
+    assert capped and all(x.layout.tp == 1 and x.layout.v <= 4 for x in capped)
+    assert len(capped) < len(every)
+    moe = list(candidates(PRESETS["mixtral-8x7b"], c, tr, 8, 1, "full", space=Space(max_ep=2)))
+    assert {x.layout.ep for x in moe} == {1, 2}
+
+
+def test_hsdp_is_in_the_fsdp_space_and_scored_as_the_planner_plans_it():
+    from ringtree.plan.search import default_flavors
+
+    m, c = PRESETS["llama3-8b"], on_cluster(H100, 4)
+    tr = Training(global_batch=32, framework="fsdp")
+    assert "hsdp" in default_flavors(tr) and "hsdp" not in default_flavors(Training())
+    scorer = _Scorer(m, c, tr)
+    checked = 0
+    for g in _groups(m, c, tr, c.nodes, 1, default_flavors(tr)):
+        for flavor, step in scorer.steps(g, "full", c):
+            if flavor != "hsdp":
+                continue
+            lay = g.layout(flavor)
+            assert lay.shard == 8 // (g.tp * g.cp) and lay.hybrid
+            p = plan(m, c, lay, replace(tr, recompute="full"), with_verdict=False)
+            assert step == pytest.approx(p.step_time_s, rel=1e-9)
+            checked += 1
+    assert checked >= 3
+    assert parse_flavors("hsdp,fsdp") == ("zero3", "hsdp")

@@ -12,16 +12,18 @@ from ringtree.commands.plan_render import render_compare, render_plan, render_se
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console
 from ringtree.plan.calibrate import fit_efficiency
+from ringtree.plan.checkpointing import OP
 from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
 from ringtree.plan.flops import RECOMPUTE
+from ringtree.plan.memory import FRAMEWORKS
 from ringtree.plan.model import MLPS, SHAPE_FLAGS, Model, custom_shape
 from ringtree.plan.placement import DEFAULT_INTER, DEFAULT_INTRA, Placement, place
 from ringtree.plan.planner import compare, plan
 from ringtree.plan.precision import FP8, PRECISIONS
 from ringtree.plan.presets import PRESETS, get_model
 from ringtree.plan.record import DP_OVERLAP, Training
-from ringtree.plan.search import OBJECTIVES, search
-from ringtree.plan.strategy import FLAVORS, candidate_strategies, parse_strategy
+from ringtree.plan.search import OBJECTIVES, Space, search
+from ringtree.plan.strategy import candidate_strategies, parse_strategy
 from ringtree.units import dtype_bytes, format_percent, parse_size
 
 #: --top: the search plans this many in full (verdicts included).
@@ -86,11 +88,22 @@ def _placement_flags(c: argparse._ArgumentGroup) -> None:
     c.add_argument("--gpu-memory", type=A.size, help="memory of one GPU (default: the GPU's)")
 
 
+#: Overlap options (Training fields of the same names).
+_OVERLAPS = (
+    ("--tp-comm-overlap", "the forward's TP collectives overlap the GEMMs (Megatron "
+     "--tp-comm-overlap, Transformer Engine userbuffers; torchtitan async TP)"),
+    ("--pp-overlap", "pipeline sends overlap the next chunk's compute (Megatron-Core "
+     "--overlap-p2p-communication)"),
+    ("--ep-overlap", "expert all-to-alls overlap the adjacent micro-batch (Megatron-Core "
+     "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe)"),
+)
+
+
 def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--strategy",
-        help="ddp, zero1, zero2, zero3 (fsdp), or degrees dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,sp] "
-        "with a flavour (zero1,tp=8,pp=2,sp) (default ddp)",
+        help="ddp, zero1, zero2, zero3 (fsdp), hsdp,shard=N, or degrees "
+        "dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,sp] with a flavour (zero1,tp=8,pp=2,sp) (default ddp)",
     )
     t.add_argument("--compare", nargs="*", metavar="S",
                    help="rank these strategies (none given: every flavour x tp x pp)")
@@ -101,7 +114,12 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                    help="--search: step time, or dollars (GPU-seconds) per token")
     t.add_argument("--sharding", type=A.flavors, metavar="F,...",
                    help="--search: only these data-parallel flavours, e.g. zero2,zero3 for what "
-                   "your framework runs (default: ddp, zero1, zero2, zero3)")
+                   "your framework runs, hsdp too (default: ddp, zero1, zero2, zero3; and hsdp "
+                   "under --framework fsdp)")
+    for key, what in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context"),
+                      ("ep", "expert"), ("v", "virtual pipeline")):
+        t.add_argument(f"--max-{key}", type=A.count, metavar="N",
+                       help=f"--search: {what}-parallel degrees up to N (--max-tp 1: no TP)")
     t.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="the linear layers' GEMMs: bf16 (default), fp16, or fp8 as Transformer "
                    "Engine runs them (BF16 weights and attention, fp32 master weights)")
@@ -109,11 +127,23 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                    help="fused kernels as Megatron/Transformer Engine or torch.compile run them "
                    "(default); --no-compile: eager PyTorch, its compute 1.157x slower "
                    "(torchtitan's measured pair)")
-    t.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (none)")
+    t.add_argument("--recompute", choices=(*RECOMPUTE, OP),
+                   help="activation recomputation (none; op: torchtitan's op-level selective)")
+    t.add_argument("--recompute-every", type=A.count, metavar="K",
+                   help="with --recompute full: checkpoint every K-th layer only (torchtitan's "
+                   "selective_ac_option K; default 1: every layer)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
                    help="flash (FlashAttention) or unfused (Megatron before 2022)")
     t.add_argument("--dp-overlap", choices=DP_OVERLAP, default="backward",
                    help="what DP collectives hide behind (backward)")
+    t.add_argument("--framework", choices=FRAMEWORKS, default="megatron",
+                   help="megatron (Megatron-LM/NeMo), deepspeed, or fsdp (PyTorch FSDP2 as "
+                   "torchtitan runs it): memory per parameter, ZeRO-2/3's schedule (megatron)")
+    for flag, what in _OVERLAPS:
+        t.add_argument(flag, action="store_true", help=what)
+    t.add_argument("--reduce-dtype", metavar="DTYPE",
+                   help="dtype of the gradients' reduction (default: fp32 under fsdp, "
+                   "torchtitan's; else --dtype)")
     t.add_argument(
         "--compute",
         type=A.positive_duration,
@@ -178,6 +208,9 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         raise RingtreeError("give either --compute or --tflops with --mfu, not both")
     if (args.tflops is None) != (args.mfu is None):
         raise RingtreeError("--tflops and --mfu go together (compute = 6 Psi tokens / flops)")
+    if args.recompute_every is not None and args.recompute != "full":
+        raise RingtreeError("--recompute-every K checkpoints every K-th layer: give --recompute "
+                            "full with it")
     if args.mfu is not None and args.mfu > 1:
         raise RingtreeError(f"--mfu is a fraction of the peak, 0 < mfu <= 1, got {args.mfu}")
     eff: Efficiency | None = None
@@ -198,7 +231,10 @@ def _training(args: argparse.Namespace, placement: Placement) -> Training:
         global_batch=args.global_batch, compute_s=args.compute, tflops=args.tflops,
         mfu=args.mfu, bucket_bytes=bucket, steps_per_second=args.steps_per_second,
         recompute=args.recompute or "none", attention=args.attention,
-        dp_overlap=args.dp_overlap, efficiency=eff,
+        dp_overlap=args.dp_overlap, efficiency=eff, framework=args.framework,
+        reduce_itemsize=None if args.reduce_dtype is None else dtype_bytes(args.reduce_dtype),
+        tp_comm_overlap=args.tp_comm_overlap, pp_overlap=args.pp_overlap,
+        recompute_every=args.recompute_every or 1, ep_overlap=args.ep_overlap,
     )
 
 
@@ -225,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         found = search(model, placement, training, args.top, args.objective,
                        fixed_micro_batch=args.micro_batch is not None,
                        fixed_recompute=args.recompute is not None,
-                       flavors=args.sharding or FLAVORS)
+                       flavors=args.sharding, space=_space(args))
         _pictures(args, found.plans[0] if found.plans else None)
         if args.json:
             print_json(found.to_json())
@@ -251,11 +287,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _space(args: argparse.Namespace) -> Space:
+    return Space(args.max_tp, args.max_pp, args.max_cp, args.max_ep, args.max_v)
+
+
 def _check_modes(args: argparse.Namespace) -> None:
     """One of --strategy, --compare, --search (--strategy with --search only for
     --calibrate-step)."""
     if args.search and args.compare is not None:
         raise RingtreeError("give --search or --compare, not both")
+    limited = [k for k in ("tp", "pp", "cp", "ep", "v") if getattr(args, f"max_{k}") is not None]
+    if limited and not args.search:
+        raise RingtreeError(f"--max-{limited[0]} limits --search: give --search too (or "
+                            "--strategy with the degrees you want)")
     if args.sharding is not None and not args.search:
         raise RingtreeError("--sharding narrows --search: give --search too (or --strategy "
                             "with the flavour you want)")

@@ -6,10 +6,15 @@ Each op of the step is priced (its full calls and its last) on its group; then:
   share one stream beside a window of 1/3 (forward) or 2/3 (backward) of one micro-batch's
   compute, under :mod:`ringtree.plan.overlap`'s model, and everything else is exposed;
 - with the compute model, every micro-batch waits for its TP, CP, EP and pipeline transfers,
-  less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives) and
-  attention (ring attention's transfers); the DP collectives hide behind one micro-batch's
-  forward or backward on the busiest stage (or none, or also the next forward:
-  ``dp_overlap``); the pipeline runs (m + (p - 1)/v) micro-batch times; then the optimizer.
+  less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives),
+  forward GEMMs (the forward's, with ``tp_comm_overlap``), attention (ring attention's
+  transfers), the next chunk's compute (the pipeline's sends, with ``pp_overlap``) and the
+  adjacent micro-batch's other pass (the expert all-to-alls, with ``ep_overlap``); the DP
+  collectives hide behind one micro-batch's forward or backward on the busiest stage (or
+  none, or also the next forward: ``dp_overlap``); the pipeline runs (m + (p - 1)/v)
+  micro-batch times; then the optimizer.
+  What a framework adds (FSDP2's flat-buffer copies, DeepSpeed ZeRO-3's slower collectives)
+  is :mod:`ringtree.plan.frameworks`'.
 """
 
 from __future__ import annotations
@@ -18,20 +23,23 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
+from ringtree.plan.checkpointing import micro_batch_every, share
 from ringtree.plan.compute import Device, optimizer_time
-from ringtree.plan.groups import group_shape
-from ringtree.plan.memory import MEGATRON
+from ringtree.plan.frameworks import copy_s, dp_batch, dp_overlap, slow_call, slowed
+from ringtree.plan.groups import PP, group_shape
+from ringtree.plan.memory import DEEPSPEED
 from ringtree.plan.model import Model
 from ringtree.plan.overlap import exposed_s
 from ringtree.plan.placement import Placement
 from ringtree.plan.record import TimedOp, Training
-from ringtree.plan.step import MicroBatch, micro_batch
+from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout
 from ringtree.plan.volumes import (
     ALL_TO_ALL,
     ATTENTION,
     ATTENTION_BWD,
     BACKWARD,
+    FGEMM,
     FORWARD,
     WGRAD,
     Batch,
@@ -154,7 +162,9 @@ def per_micro_batch(
     """What each micro-batch communicates, priced; what it waits for (per round); their sum.
     Shared by the data-parallel flavours of a layout (cached)."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                  training.recompute == "full", training.framework == MEGATRON)
+                  training.recompute == "full", training.framework != DEEPSPEED,
+                  recompute_every=training.recompute_every)
+    again = share(model, layout, training.recompute, training.recompute_every)
     priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, pricer,
                        training.itemsize)
     per_layer = {}
@@ -162,12 +172,18 @@ def per_micro_batch(
         per_layer.update({ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd})
     if training.tp_overlap:
         per_layer[WGRAD] = mb.wgrad
+    if training.tp_comm_overlap:  # the forward GEMMs: as long as the weight gradients'
+        per_layer[FGEMM] = mb.wgrad
     exposed = []
     for item in priced:
         op = item[0]
         hide = mb.layers * per_layer.get(op.window or "", 0.0)
-        if op.window == ATTENTION and training.recompute == "full":
-            hide *= 2
+        if op.window in (ATTENTION, FGEMM):
+            hide *= 1 + again
+        if op.group == PP and training.pp_overlap:  # behind the next chunk's compute
+            hide = mb.forward + mb.backward
+        if op.kind == ALL_TO_ALL and training.ep_overlap:  # behind the adjacent micro-batch's
+            hide = mb.backward if op.phase == FORWARD else mb.forward  # other pass
         exposed.append(max(0.0, _round_s(item) - hide))
     return priced, exposed, sum(exposed)
 
@@ -178,26 +194,30 @@ def modelled_step(
 ) -> Core:
     """The step under the compute model (module doc)."""
     dev = device(placement, training)
-    mb = micro_batch(model, layout, training.micro_batch, training.recompute,
-                     training.attention, dev)
+    mb = micro_batch_every(model, layout, training.micro_batch, training.recompute,
+                           training.attention, dev, training.recompute_every)
     gpn = placement.gpus_per_node
     key = replace(layout, flavor="ddp")
     per, per_exposed, waits = per_micro_batch(model, key, training, pricer, gpn, m, mb)
     dp = data_parallel_priced(model, layout, training, pricer, gpn, m)
-    dp, exposed = data_parallel_exposed(dp, mb, training.dp_overlap)
+    dp, exposed = data_parallel_exposed(dp, mb, dp_overlap(layout, training))
     bubble = (layout.pp - 1) / layout.v * (mb.forward + mb.backward + waits)
     opt = optimizer_s(model, layout, dev)
-    return Core(dp + per, exposed + per_exposed, m * (mb.forward + mb.backward), bubble, opt,
-                mb)
+    compute = m * (mb.forward + mb.backward) + copy_s(model, layout, training, dev, m)
+    return Core(dp + per, exposed + per_exposed, compute, bubble, opt, mb)
 
 
 def data_parallel_priced(
     model: Model, layout: Layout, training: Training, pricer: Pricer, gpn: int, m: int,
 ) -> list[Priced]:
-    """The data-parallel collectives of the step, priced."""
-    batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes)
-    return price_ops(data_parallel_ops(model, layout, batch), layout, gpn, pricer,
-                     training.itemsize)
+    """The data-parallel collectives of the step, priced (at DeepSpeed ZeRO-3's speed where
+    :func:`ringtree.plan.frameworks.slowed`)."""
+    priced = price_ops(data_parallel_ops(model, layout, dp_batch(training, m)), layout, gpn,
+                       pricer, training.itemsize)
+    if slowed(layout, training):
+        priced = [(op, shape, slow_call(full), slow_call(last))
+                  for op, shape, full, last in priced]
+    return priced
 
 
 def data_parallel_exposed(
@@ -217,7 +237,7 @@ def data_parallel_exposed(
 
 def optimizer_s(model: Model, layout: Layout, dev: Device) -> float:
     """The optimizer step over the GPU's shard (the whole of its parameters under DDP)."""
-    params = shard_params(model, layout) / (1 if layout.flavor == "ddp" else layout.dp * layout.cp)
+    params = shard_params(model, layout) / (1 if layout.flavor == "ddp" else layout.shard_ranks)
     return optimizer_time(params, dev)
 
 

@@ -9,7 +9,9 @@ the next ep, ... form the expert-parallel groups), a pipeline group by tp * cp *
 
 Group kinds: ``tp``, ``cp``, ``dp``, ``pp``, ``ep``; ``dpcp`` (the data- and context-parallel
 ranks together, which reduce the gradients of parameters every CP rank holds) and ``edp`` (the
-ranks holding the same experts: dp / ep x cp of them, which reduce the experts' gradients).
+ranks holding the same experts: dp / ep x cp of them, which reduce the experts' gradients);
+under HSDP, ``dps`` (a shard group: ``shard`` consecutive DP ranks x cp, laid out as an
+expert-parallel group is) and ``dpr`` (the dp / shard replicas of one shard).
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from ringtree.cost.pricer import GroupShape
 from ringtree.plan.strategy import Layout
 
 TP, CP, DP, PP, EP, DPCP, EDP = "tp", "cp", "dp", "pp", "ep", "dpcp", "edp"
-#: The axes of (tp, cp, ep, dp / ep, pp) each kind of group runs along.
-_AXES = {TP: (0,), CP: (1,), EP: (2,), DP: (2, 3), PP: (4,), DPCP: (1, 2, 3), EDP: (1, 3)}
+DPS, DPR = "dps", "dpr"
+#: The axes of (tp, cp, ep, dp / ep, pp) each kind of group runs along (HSDP's groups: with
+#: the shard group in the ep axis).
+_AXES = {TP: (0,), CP: (1,), EP: (2,), DP: (2, 3), PP: (4,), DPCP: (1, 2, 3), EDP: (1, 3),
+         DPS: (1, 2), DPR: (3,)}
 
 
 def _members(layout: Layout, kind: str) -> np.ndarray:
@@ -48,7 +53,8 @@ def group_shape(layout: Layout, kind: str, gpus_per_node: int) -> GroupShape:
     nodes (or an uneven one) is returned: a collective on several groups at once ends with the
     slowest.
     """
-    return _group_shape(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, kind,
+    inner = layout.shard if kind in (DPS, DPR) else layout.ep
+    return _group_shape(layout.tp, layout.cp, inner, layout.dp, layout.pp, kind,
                         gpus_per_node)
 
 

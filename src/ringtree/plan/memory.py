@@ -3,13 +3,21 @@ training step holds at its peak.
 
 Model states (Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Megatron-LM's mixed precision): 16-bit
 weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 6 under
-DeepSpeed, which keeps the 16-bit gradients too), Adam's fp32 master weights,
-momentum and variance (12 bytes; 8 in fp32 training). ZeRO-1 (Megatron's distributed
-optimizer) divides the optimizer states by the data-parallel size (times cp: Megatron shards
-over the data- and context-parallel ranks together), ZeRO-2 also the gradients, ZeRO-3 also
-the weights (which then need two layers gathered at a time: the one computed and the one
-prefetched). Expert weights are split over ep and sharded over the ranks that hold the same
-experts. The busiest pipeline stage counts: the first holds the embedding, the last the output
+DeepSpeed's ZeRO-1/2, which keeps the 16-bit gradients too, while its ZeRO-3 reduces them into
+the fp32 partition: 18 bytes in all), Adam's fp32 master weights, momentum and variance (12
+bytes; 8 in fp32 training): 18 bytes per parameter, 6 + 12/d with Megatron's distributed
+optimizer over d ranks (Megatron-LM, docs/source/distrib_optimizer.md, "bf16 param, fp32
+grads": 18 and 6 + 12/d). ZeRO-1 (Megatron's distributed optimizer) divides the optimizer
+states by the data-parallel size (times cp: Megatron shards over the data- and
+context-parallel ranks together), ZeRO-2 also the gradients, ZeRO-3 also the weights (which
+then need two layers gathered at a time: the one computed and the one prefetched). PyTorch
+FSDP2 (``fsdp``) keeps fp32 weights that are also the optimizer's master copy: 4 + 4 + 8 = 16
+bytes per parameter, sharded, plus the 16-bit weights it gathers (two blocks under ``zero3``;
+all of them, kept from the forward to the backward, under ``zero2`` = no resharding after
+forward, and under DDP autocast's copies) and one block's fp32 reduce-scatter input. HSDP
+shards over its shard group (x cp) instead of dp x cp. Expert weights are split over ep and
+sharded over the ranks that hold the same experts. The busiest pipeline stage counts: the
+first holds the embedding, the last the output
 layer (or its tied copy) and the logits.
 
 Activations per layer and micro-batch (Korthikanti et al. 2022, Sec. 4, Table 2), in bytes,
@@ -56,8 +64,16 @@ from ringtree.plan.strategy import Layout
 #: Frameworks whose memory differs: Megatron-LM accumulates gradients in fp32 main gradients
 #: and frees a stage's output once sent (Korthikanti et al. 2022, App. B); DeepSpeed keeps
 #: 16-bit gradients beside their fp32 accumulation (its BF16 optimizer) and keeps the outputs.
-MEGATRON, DEEPSPEED = "megatron", "deepspeed"
-FRAMEWORKS = (MEGATRON, DEEPSPEED)
+#: PyTorch FSDP2 (torchtitan) keeps fp32 sharded parameters, the optimizer's master copy,
+#: with fp32 gradients and Adam's two moments: 4 + 4 + 8 = 16 bytes per parameter, sharded,
+#: plus the 16-bit copies of the blocks it gathers (Zhao et al. 2023, Sec. 4.1; torchtitan's
+#: ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``).
+MEGATRON, DEEPSPEED, FSDP = "megatron", "deepspeed", "fsdp"
+FRAMEWORKS = (MEGATRON, DEEPSPEED, FSDP)
+
+#: DeepSpeed ZeRO-3 keeps at most this many gathered parameters resident
+#: (``stage3_max_live_parameters``, default 1e9: DeepSpeed's ZeRO configuration docs).
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
 
 #: CUDA context (~0.5 GB), cuBLAS workspaces, NCCL's buffers, allocator fragmentation: an
 #: allowance, not a measurement of any one framework.
@@ -202,30 +218,50 @@ def state_memory(
     depend on the micro-batch (the module doc's model states, and the fixed allowance; FP8's
     weights, :func:`fp8_weights`)."""
     dense, experts, layers = stage_params(m, layout)
-    shard = layout.dp * layout.cp
-    expert_shard = max(1, layout.dp // layout.ep) * layout.cp
-    mixed = itemsize < 4
-    grad_bytes = 4
-    if framework == DEEPSPEED and mixed:
-        grad_bytes = 4 + itemsize  # 16-bit gradients and their fp32 accumulation
-    opt_bytes = 12 if mixed else 8
-    z = layout.flavor
-    w_div = shard if z == "zero3" else 1
-    g_div = shard if z in ("zero2", "zero3") else 1
-    o_div = shard if z != "ddp" else 1
-    ew_div = expert_shard if z == "zero3" else 1
-    eg_div = expert_shard if z in ("zero2", "zero3") else 1
-    eo_div = expert_shard if z != "ddp" else 1
-    weights = itemsize * (dense / w_div + experts / ew_div)
-    grads = grad_bytes * (dense / g_div + experts / eg_div)
-    opt = opt_bytes * (dense / o_div + experts / eo_div)
+    per = _bytes_per_param(layout.flavor, itemsize, framework)
+    divs = _divisors(layout, framework == FSDP)
+    weights, grads, opt = (
+        b * (dense / d + experts / e) for b, (d, e) in zip(per, divs, strict=True))
     other = float(OVERHEAD_BYTES)
-    if z == "zero3":  # two layers gathered at once
-        other += 2 * itemsize * (dense + experts) / max(layers, 1)
+    unsharded = itemsize * (dense + experts)  # the 16-bit weights, whole
+    if framework == FSDP and layout.flavor != "zero3":
+        weights += unsharded  # gathered once and kept (or never sharded: DDP's autocast copy)
+    if layout.flavor == "zero3":  # two blocks gathered at once: computed and prefetched
+        gathered = 2 * unsharded / max(layers, 1)
+        if framework == DEEPSPEED:
+            gathered = min(gathered, itemsize * DEEPSPEED_MAX_LIVE_PARAMETERS)
+        other += gathered
+    if framework == FSDP and layout.flavor in ("zero2", "zero3"):  # a block's flat fp32
+        other += 4 * (dense + experts) / max(layers, 1)  # reduce-scatter input
     if precision == FP8:
         held, gathered = fp8_weights(m, layout, itemsize, framework)
         weights, other = weights + held, other + gathered
     return int(weights), int(grads), int(opt), int(other)
+
+
+def _bytes_per_param(flavor: str, itemsize: int, framework: str) -> tuple[int, int, int]:
+    """Bytes per parameter of (weights, gradients, optimizer states) before sharding (module
+    doc): Megatron-LM's 16-bit weights and fp32 main gradients; DeepSpeed's 16-bit gradients
+    beside them (but ZeRO-3's reduced into the fp32 partition: 18 B); FSDP2's fp32 sharded
+    weights, which are Adam's master copy (16 B)."""
+    mixed = itemsize < 4
+    if framework == FSDP:
+        return 4, 4, 8
+    grads = 4 + itemsize if framework == DEEPSPEED and mixed and flavor != "zero3" else 4
+    return itemsize, grads, 12 if mixed else 8
+
+
+def _divisors(layout: Layout, fsdp: bool) -> tuple[tuple[int, int], ...]:
+    """(dense, expert) divisors of weights, gradients and optimizer states: ZeRO's stages
+    over the shard ranks (dp x cp, or HSDP's shard x cp), experts over the ranks holding the
+    same experts; FSDP2 shards its fp32 weights under ``zero2`` too."""
+    shard = layout.shard_ranks
+    expert = max(1, layout.dp // layout.ep) * layout.cp if not layout.hybrid else shard
+    z = layout.flavor
+    w = (shard, expert) if z == "zero3" or (fsdp and z == "zero2") else (1, 1)
+    g = (shard, expert) if z in ("zero2", "zero3") else (1, 1)
+    o = (shard, expert) if z != "ddp" else (1, 1)
+    return w, g, o
 
 
 def activation_memory(

@@ -28,9 +28,18 @@ from ringtree.cost.nccl.pricer import NcclPricer
 from ringtree.cost.pricer import Pricer
 from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
-from ringtree.plan.exposure import device, given_step, modelled_step, price_ops, timed_ops
+from ringtree.plan.checkpointing import OP, activations_every, check_op, op_flops, share
+from ringtree.plan.exposure import (
+    data_parallel_priced,
+    device,
+    given_step,
+    modelled_step,
+    price_ops,
+    timed_ops,
+)
 from ringtree.plan.flops import hardware_flops, model_flops
-from ringtree.plan.memory import MEGATRON, Memory, memory
+from ringtree.plan.frameworks import dp_batch, slowed
+from ringtree.plan.memory import DEEPSPEED, FRAMEWORKS, Memory, memory
 from ringtree.plan.model import Model
 from ringtree.plan.pipeline import check_schedule
 from ringtree.plan.placement import Placement
@@ -38,7 +47,12 @@ from ringtree.plan.record import DP_OVERLAP, Plan, TimedOp, Training
 from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import Layout, Strategy
 from ringtree.plan.verdict import verdict
-from ringtree.plan.volumes import Batch, model_state_bytes, stage_layers, step_collectives
+from ringtree.plan.volumes import (
+    micro_batch_ops,
+    model_state_bytes,
+    stage_layers,
+    step_collectives,
+)
 
 
 def compute_time_s(
@@ -86,6 +100,15 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
             f"cp={layout.cp} needs a sequence length divisible by 2 cp (load-balanced ring "
             f"attention), got {model.seq_len}"
         )
+    if layout.hybrid and (layout.dp % layout.shard or layout.ep > 1):
+        raise RingtreeError(f"shard={layout.shard} needs dp ({layout.dp}) a multiple of it and "
+                            "no expert parallelism")
+    check_op(model, training.recompute)
+    if training.recompute_every < 1:
+        raise RingtreeError(f"recompute every {training.recompute_every} layers: expected >= 1")
+    if training.framework not in FRAMEWORKS:
+        raise RingtreeError(f"framework {training.framework!r}: expected one of "
+                            f"{', '.join(FRAMEWORKS)}")
     if training.dp_overlap not in DP_OVERLAP:
         raise RingtreeError(f"dp overlap {training.dp_overlap!r}: expected {', '.join(DP_OVERLAP)}")
 
@@ -115,8 +138,19 @@ def plan(
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
                      training.attention, training.itemsize, training.framework,
                      training.precision)
+        if training.recompute_every > 1 or training.recompute == OP:
+            mem = replace(mem, activations=activations_every(
+                model, layout, training.micro_batch, m, training.recompute, training.attention,
+                training.itemsize, training.framework, training.recompute_every,
+                training.precision))
     need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
+    if training.recompute == OP and flops is not None:
+        hw_flops = op_flops(flops, step_flops(model, global_batch, "selective")[1] or flops,
+                            hw_flops or flops)
+    elif training.recompute == "full" and flops is not None and hw_flops is not None:
+        hw_flops = flops + share(model, layout, training.recompute,
+                                 training.recompute_every) * (hw_flops - flops)
     if modelled(model, placement, training):
         s = _modelled(model, placement, layout, training, pricer, m)
     else:
@@ -158,12 +192,18 @@ def _modelled(model: Model, placement: Placement, layout: Layout, training: Trai
 
 def _given(model: Model, placement: Placement, layout: Layout, training: Training,
            pricer: Pricer, m: int, global_batch: int) -> _Step:
-    """The step with a given compute (or none): DP windows are shares of it, the bubble
-    (p - 1)/(v m) of it."""
-    batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
-                  training.recompute == "full", training.framework == MEGATRON)
-    priced = price_ops(step_collectives(model, layout, batch), layout, placement.gpus_per_node,
-                       pricer, training.itemsize)
+    """The step with a given compute (or none): DP windows are shares of it (none under
+    DeepSpeed ZeRO-3, :mod:`ringtree.plan.frameworks`), the bubble (p - 1)/(v m) of it."""
+    batch = replace(dp_batch(training, m), full_recompute=training.recompute == "full",
+                    scatter_gather=training.framework != DEEPSPEED,
+                    recompute_every=training.recompute_every)
+    gpn = placement.gpus_per_node
+    step_collectives(model, layout, batch)  # the shape checks
+    dp = data_parallel_priced(model, layout, training, pricer, gpn, m)
+    if slowed(layout, training):
+        dp = [(replace(op, window=None), *rest) for op, *rest in dp]  # type: ignore[misc]
+    priced = dp + price_ops(micro_batch_ops(model, layout, batch), layout, gpn, pricer,
+                            training.itemsize)
     compute = compute_time_s(model, placement, training, global_batch)
     bubble = (layout.pp - 1) / (layout.v * m) * compute if compute is not None else 0.0
     peak = training.tflops * 1e12 if training.tflops else None

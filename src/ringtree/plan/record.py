@@ -34,16 +34,34 @@ class Training:
     tokens / (GPUs * tflops * 1e12 * mfu) (Kaplan et al. 2020; Narayanan et al. 2021).
     bucket_bytes: gradient bucket (None: the framework's default; 0 for one collective).
     steps_per_second: for the per-day figure (None: 1 / step time).
-    recompute: activation recomputation, none | selective | full.
+    recompute: activation recomputation, none | selective | full | op (torchtitan's op-level
+    selective checkpointing, :mod:`ringtree.plan.checkpointing`).
     attention: ``flash`` (FlashAttention) or ``unfused`` (Megatron-LM before 2022).
     dp_overlap: ``backward`` (gradients hide behind the backward, ZeRO-1/2's parameter
     gathers after the optimizer step do not), ``full`` (those hide behind the next forward,
     Megatron's --overlap-param-gather) or ``none`` (every DP collective after the backward).
     efficiency: the compute model's constants (None: the GPU generation's).
     nccl_env: NCCL_ALGO, NCCL_PROTO, ... for the NCCL model.
-    framework: ``megatron`` or ``deepspeed``: what the gradients' and the pipeline's memory
-    is (:mod:`ringtree.plan.memory`) and whether pipeline sends split over the TP ranks
-    (Megatron-LM's scatter/gather; DeepSpeed's engine sends whole activations from each).
+    framework: ``megatron``, ``deepspeed`` or ``fsdp`` (PyTorch FSDP2 as torchtitan runs it):
+    what the model states' and the pipeline's memory is (:mod:`ringtree.plan.memory`), whether
+    pipeline sends split over the TP ranks (Megatron-LM's scatter/gather and torchtitan's
+    sequence-sharded stage outputs; DeepSpeed's engine sends whole activations from each), how
+    ZeRO-2/3 communicate (:mod:`ringtree.plan.volumes`) and what the framework adds
+    (:mod:`ringtree.plan.fsdp`).
+    tp_comm_overlap: the forward's TP collectives overlap the layer's forward GEMMs (Megatron-LM's
+    --tp-comm-overlap with Transformer Engine's userbuffers, NeMo's default on H100; torchtitan's
+    async TP): each layer hides up to its GEMMs' time, as long as its weight gradients'.
+    pp_overlap: the pipeline's sends overlap the next chunk's compute (Megatron-Core's
+    --overlap-p2p-communication, on by default with interleaving in NeMo's recipes); False:
+    every micro-batch waits for them.
+    ep_overlap: the expert all-to-alls of one micro-batch overlap the adjacent micro-batch's
+    other pass (Megatron-Core v0.14's combined 1F1B, --overlap-moe-expert-parallel-comm;
+    DeepSeek-V3's DualPipe): the forward's hide behind a backward, the backward's behind a
+    forward; False (Megatron-Core's default): on the critical path.
+    recompute_every: with ``recompute="full"``, checkpoint every K-th layer only (torchtitan's
+    ``selective_ac_option = "K"``; :mod:`ringtree.plan.checkpointing`); 1: every layer.
+    reduce_itemsize: bytes per gradient element in the data-parallel reduction (None: the
+    framework's: fp32 under ``fsdp``, torchtitan's ``mixed_precision_reduce``; else itemsize).
     tp_overlap: the backward's TP collectives overlap the weight-gradient GEMMs (Megatron-LM's
     asynchronous all-reduce of the input gradient, since late 2021); False: on the critical
     path like the forward's.
@@ -76,6 +94,11 @@ class Training:
     cp_overlap: bool = True
     precision: str = BF16
     compile: bool = True
+    reduce_itemsize: int | None = None
+    tp_comm_overlap: bool = False
+    pp_overlap: bool = False
+    recompute_every: int = 1
+    ep_overlap: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,18 @@ What is tried (Megatron-LM's rules, where a framework has one):
 - cp: powers of two while each GPU keeps at least ``MIN_CP_TOKENS`` of the sequence (and the
   sequence splits into 2 cp chunks, for load-balanced causal attention);
 - pp: every count up to the layers that divides the GPUs left (stages may be uneven); v > 1
-  (up to ``MAX_V``, pp x v at most the layers) when m is a multiple of pp (Megatron-LM; not
-  under DeepSpeed's pipeline engine, which has neither interleaving nor sp nor cp, and runs
-  ZeRO-1 at most beside a pipeline);
+  when m is a multiple of pp (Megatron-LM; not under DeepSpeed's pipeline engine, which has
+  neither interleaving nor sp nor cp, and runs ZeRO-1 at most beside a pipeline): up to
+  ``MAX_V`` with pp x v at most the layers (chunks may be uneven), and beyond that every v
+  whose pp x v divides the layers, down to one layer per chunk (NeMo 24.07's Llama 2 70B
+  recipe: pp=4, v=20; its 13B: pp=4, v=10);
 - dp: what is left; ep: the powers of two that divide dp and the experts;
-- the ZeRO stage (``ddp``, ``zero1``, ``zero2``, ``zero3``; ``flavors`` keeps those a
-  framework runs, e.g. ``zero2`` alone for an FSDP that does not reshard after forward),
+- ``space`` caps tp, pp, cp, ep and v (:class:`Space`: ``max_tp=1`` for a framework without
+  tensor parallelism);
+- the ZeRO stage (``ddp``, ``zero1``, ``zero2``, ``zero3``, and ``hsdp``: zero3 over shard
+  groups of one node's data-parallel ranks, gpus per node / (tp cp) of them, where dp spans
+  more; tried by default under the ``fsdp`` framework; ``flavors`` keeps those a framework
+  runs, e.g. ``zero2`` alone for an FSDP that does not reshard after forward),
   micro-batches of 1, 2, 4, ... that divide the batch per replica, recomputation none,
   selective and full; a micro-batch or a recomputation given on the command line is kept.
 
@@ -32,6 +38,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.errors import RingtreeError
+from ringtree.plan.checkpointing import activations_every, micro_batch_every
 from ringtree.plan.exposure import (
     data_parallel_exposed_s,
     data_parallel_priced,
@@ -41,12 +48,13 @@ from ringtree.plan.exposure import (
     per_micro_batch,
 )
 from ringtree.plan.flops import RECOMPUTE
-from ringtree.plan.memory import MEGATRON, activation_memory, state_memory
+from ringtree.plan.frameworks import copy_s, dp_overlap
+from ringtree.plan.memory import DEEPSPEED, FSDP, state_memory
 from ringtree.plan.model import Model
 from ringtree.plan.placement import Placement
 from ringtree.plan.planner import modelled, plan, pricer_for
 from ringtree.plan.record import Plan, Training
-from ringtree.plan.step import MicroBatch, micro_batch
+from ringtree.plan.step import MicroBatch
 from ringtree.plan.strategy import FLAVORS, Layout
 from ringtree.units import format_bytes, format_percent
 
@@ -56,6 +64,23 @@ MAX_CONSIDERED = 1_000_000
 MAX_MICRO_BATCH = 64
 MAX_V = 8
 OBJECTIVES = ("time", "cost")
+HSDP = "hsdp"
+
+
+@dataclass(frozen=True)
+class Space:
+    """The largest degree of each kind a search tries (None: as large as the rules allow)."""
+
+    max_tp: int | None = None
+    max_pp: int | None = None
+    max_cp: int | None = None
+    max_ep: int | None = None
+    max_v: int | None = None
+
+    def allows(self, key: str, value: int) -> bool:
+        """Whether ``value`` is within the limit on ``key`` (tp, pp, cp, ep, v)."""
+        limit = getattr(self, f"max_{key}")
+        return limit is None or value <= limit
 
 
 @dataclass(frozen=True)
@@ -107,22 +132,31 @@ class _Group:
     v: int
     sp: bool
     flavors: tuple[str, ...]
+    shard: int = 0
+
+    def layout(self, flavor: str) -> Layout:
+        """The layout of ``flavor`` (``hsdp``: zero3 over this group's shard)."""
+        if flavor == HSDP:
+            return Layout("zero3", self.dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v,
+                          self.shard)
+        return Layout(flavor, self.dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v)
 
 
 def _groups(
     model: Model, cluster: Placement, training: Training, nodes: int, fixed_b: int | None,
-    allowed: tuple[str, ...] = FLAVORS,
+    allowed: tuple[str, ...] = FLAVORS, space: Space = Space(),
 ) -> Iterator[_Group]:
     """The space of the module doc on ``nodes`` nodes, flavours (of ``allowed``) and
     recomputation apart."""
     assert model.layers and model.seq_len and model.heads
-    gpus = nodes * cluster.gpus_per_node
+    gpn = cluster.gpus_per_node
+    gpus = nodes * gpn
     layers = model.layers
-    tps = [t for t in _powers(cluster.gpus_per_node)
-           if model.heads % t == 0 and model.kv % t == 0]
-    megatron = training.framework == MEGATRON  # DeepSpeed's pipeline: no interleaving, no sp
+    tps = [t for t in _powers(gpn)
+           if model.heads % t == 0 and model.kv % t == 0 and space.allows("tp", t)]
+    megatron = training.framework != DEEPSPEED  # DeepSpeed's pipeline: no interleaving, no sp
     cps = [c for c in _powers(model.seq_len // MIN_CP_TOKENS or 1)
-           if (model.seq_len % (2 * c) == 0 and megatron) or c == 1]
+           if ((model.seq_len % (2 * c) == 0 and megatron) or c == 1) and space.allows("cp", c)]
     flavors = FLAVORS if megatron else ("ddp", "zero1")  # nor ZeRO-2/3 with a pipeline
     batch = training.global_batch
     for tp in tps:
@@ -131,20 +165,25 @@ def _groups(
                 continue
             rest = gpus // (tp * cp)
             for pp in (p for p in range(1, min(layers, rest) + 1) if rest % p == 0):
+                if not space.allows("pp", pp):
+                    break
                 dp = rest // pp
                 glob = batch or dp * (fixed_b or 1)
                 per_replica, odd = divmod(glob, dp)
                 if odd:
                     continue
                 bs = [fixed_b] if fixed_b else _powers(min(per_replica, MAX_MICRO_BATCH))
-                vs = [1] + [
-                    v for v in range(2, MAX_V + 1) if pp > 1 and pp * v <= layers and megatron
-                ]
-                eps = [e for e in _powers(dp) if model.experts % e == 0] if model.moe else [1]
+                vs = _virtual_stages(layers, pp, space) if megatron else [1]
+                eps = [e for e in _powers(dp) if model.experts % e == 0
+                       and space.allows("ep", e)] if model.moe else [1]
                 fl = tuple(f for f in (flavors if pp > 1 else FLAVORS) if f in allowed)
-                if not fl:
-                    continue
+                shard = gpn // (tp * cp)
+                hsdp = (HSDP in allowed and "zero3" in flavors + FLAVORS * (pp == 1)
+                        and shard >= 2 and dp > shard and dp % shard == 0)
                 for ep in eps:
+                    fe = fl + (HSDP,) * (hsdp and ep == 1)
+                    if not fe:
+                        continue
                     for b in bs:
                         if per_replica % b:
                             continue
@@ -153,19 +192,30 @@ def _groups(
                             if v > 1 and m % pp:
                                 continue
                             for sp in (False, True) if tp > 1 and megatron else (False,):
-                                yield _Group(tp, cp, pp, dp, ep, b, m, v, sp, fl)
+                                yield _Group(tp, cp, pp, dp, ep, b, m, v, sp, fe,
+                                             shard if HSDP in fe else 0)
+
+
+def _virtual_stages(layers: int, pp: int, space: Space) -> list[int]:
+    """v = 1; with a pipeline, 2..MAX_V with pp x v at most the layers, then every v whose
+    pp x v divides them (module doc); within ``space``."""
+    if pp == 1:
+        return [1]
+    vs = [v for v in range(2, MAX_V + 1) if pp * v <= layers]
+    vs += [v for v in range(MAX_V + 1, layers // pp + 1) if layers % (pp * v) == 0]
+    return [1] + [v for v in vs if space.allows("v", v)]
 
 
 def candidates(model: Model, cluster: Placement, training: Training, nodes: int,
                fixed_b: int | None, fixed_rc: str | None,
-               flavors: tuple[str, ...] = FLAVORS) -> Iterator[Candidate]:
+               flavors: tuple[str, ...] = FLAVORS, space: Space = Space(),
+               ) -> Iterator[Candidate]:
     """Every configuration on ``nodes`` nodes of ``cluster`` (module doc)."""
     recs = [fixed_rc] if fixed_rc else list(RECOMPUTE)
-    for g in _groups(model, cluster, training, nodes, fixed_b, flavors):
+    for g in _groups(model, cluster, training, nodes, fixed_b, flavors, space):
         for rc in recs:
             for flavor in g.flavors:
-                lay = Layout(flavor, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
-                yield Candidate(lay, g.b, rc, nodes)
+                yield Candidate(g.layout(flavor), g.b, rc, nodes)
 
 
 def _objective(step: float, gpus: int, tokens: float, price: float | None, what: str) -> float:
@@ -211,46 +261,54 @@ class _Scorer:
         """(flavour, step seconds) of the flavours of ``g`` that fit, with ``rc``."""
         model, tr, get = self.model, self.variant(g.b, rc), self._get
         lay0 = Layout("ddp", g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
-        acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activation_memory(
-            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework, tr.precision))
+        acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activations_every(
+            model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework,
+            tr.recompute_every, tr.precision))
         limit = cluster.gpu_memory_bytes - acts  # type: ignore[operator]
         base = (g.tp, g.cp, g.pp, g.dp, g.ep)
         fitting = []
         for f in g.flavors:
-            lay = Layout(f, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
+            lay = g.layout(f)
             states = get(("s", f, *base), lambda lay=lay: sum(
                 state_memory(model, lay, tr.itemsize, tr.framework, tr.precision)))
             if states <= limit:  # type: ignore[operator]
-                fitting.append(lay)
+                fitting.append((f, lay))
         if not fitting:
             return []
         gpn = cluster.gpus_per_node
-        mb: MicroBatch = get(("m", g.tp, g.cp, g.sp, g.ep, g.pp, g.b, rc), lambda: micro_batch(
-            model, lay0, g.b, rc, tr.attention, self.dev))  # type: ignore[assignment]
+        mb: MicroBatch = get(("m", g.tp, g.cp, g.sp, g.ep, g.pp, g.b, rc),
+                             lambda: micro_batch_every(model, lay0, g.b, rc, tr.attention,
+                                                       self.dev, tr.recompute_every)
+                             )  # type: ignore[assignment]
         waits = get(("w", *base, g.v, g.sp, g.b, rc), lambda: per_micro_batch(
             model, lay0, tr, self.pricer, gpn, g.m, mb)[2])
         pipe = (g.m + (g.pp - 1) / g.v) * (mb.forward + mb.backward + waits)  # type: ignore[operator]
         out = []
-        for lay in fitting:
+        for f, lay in fitting:
             summary = get(
-                ("d", lay.flavor, *base, g.m),
+                ("d", f, *base, g.m),
                 lambda lay=lay: data_parallel_summary(
-                    data_parallel_priced(model, lay, tr, self.pricer, gpn, g.m), tr.dp_overlap
+                    data_parallel_priced(model, lay, tr, self.pricer, gpn, g.m),
+                    dp_overlap(lay, tr),
                 ),
             )
-            opt = get(("o", lay.flavor, *base), lambda lay=lay: optimizer_s(model, lay, self.dev))
+            opt = get(("o", f, *base), lambda lay=lay: optimizer_s(model, lay, self.dev))
+            opt += get(("c", f, *base, g.m),  # type: ignore[operator]
+                       lambda lay=lay: copy_s(model, lay, tr, self.dev, g.m))
             shown = data_parallel_exposed_s(summary, mb)  # type: ignore[arg-type]
-            out.append((lay.flavor, pipe + shown + opt))  # type: ignore[operator]
+            out.append((f, pipe + shown + opt))  # type: ignore[operator]
         return out
 
 
 def search(
     model: Model, cluster: Placement, training: Training, top: int = 5, objective: str = "time",
     fixed_micro_batch: bool = False, fixed_recompute: bool = False,
-    flavors: tuple[str, ...] = FLAVORS,
+    flavors: tuple[str, ...] | None = None, space: Space = Space(),
 ) -> SearchResult:
     """Every configuration, the fitting ones timed, the best ``top`` planned (module doc);
-    ``flavors``: the ZeRO stages tried."""
+    ``flavors``: the ZeRO stages tried (None: :func:`default_flavors`); ``space``: limits on
+    the degrees."""
+    flavors = flavors or default_flavors(training)
     if objective not in OBJECTIVES:
         raise RingtreeError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
     if not modelled(model, cluster, training):
@@ -268,7 +326,8 @@ def search(
     total = sum(
         len(g.flavors) * len(recs)
         for nodes in node_counts
-        for g in _groups(model, replace(cluster, nodes=nodes), training, nodes, fixed_b, flavors)
+        for g in _groups(model, replace(cluster, nodes=nodes), training, nodes, fixed_b, flavors,
+                         space)
     )
     if total > MAX_CONSIDERED:
         raise RingtreeError(
@@ -280,14 +339,14 @@ def search(
     scored: list[tuple[float, Candidate]] = []
     for nodes in node_counts:
         sub = replace(cluster, nodes=nodes)
-        for g in _groups(model, sub, training, nodes, fixed_b, flavors):
+        for g in _groups(model, sub, training, nodes, fixed_b, flavors, space):
             glob = g.m * g.b * g.dp
             tokens = glob * model.seq_len
             for rc in recs:
                 considered += len(g.flavors)
                 for flavor, step in scorer.steps(g, rc, sub):
                     key = _objective(step, sub.gpus, tokens, cluster.price_gpu_hour, objective)
-                    lay = Layout(flavor, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
+                    lay = g.layout(flavor)
                     scored.append((key, Candidate(lay, g.b, rc, nodes)))
     scored.sort(key=lambda x: x[0])
     plans = []
@@ -300,6 +359,11 @@ def search(
         plans.append(plan(model, sub, cand.layout, tr, pricer))
     return SearchResult(considered, len(scored), plans, limits(plans[0]) if plans else "",
                         objective, tuple(node_counts))
+
+
+def default_flavors(training: Training) -> tuple[str, ...]:
+    """The ZeRO stages a search tries: FLAVORS, and ``hsdp`` under the ``fsdp`` framework."""
+    return FLAVORS + (HSDP,) if training.framework == FSDP else FLAVORS
 
 
 def limits(p: Plan) -> str:

@@ -4,11 +4,15 @@ expert parallelism (ep, inside dp) and interleaved pipeline stages (v per GPU).
 Written as the command line takes it: comma-separated items, each a data-parallel flavour
 (``ddp``, ``zero1``, ``zero2``, ``zero3``, ``fsdp`` = ``zero3``), a degree (``dp=8``, ``tp=8``,
 ``pp=4``, ``cp=2`` context parallel, ``ep=8`` expert parallel, ``v=2`` virtual pipeline stages
-per GPU) or ``sp`` (Megatron sequence parallelism for the TP collectives). ``tp=8`` alone
-means ``ddp,tp=8`` with dp = GPUs / (tp * pp * cp).
+per GPU, ``shard=8`` the shard group of hybrid sharding) or ``sp`` (Megatron sequence
+parallelism for the TP collectives). ``tp=8`` alone means ``ddp,tp=8`` with dp = GPUs / (tp * pp
+* cp). ``hsdp,shard=8`` is HSDP (PyTorch FSDP's hybrid sharding, torchtitan's
+``data_parallel_shard_degree=8`` with the rest replicated): ZeRO-3 over groups of 8 consecutive
+data-parallel ranks (x cp), the shard's gradients all-reduced over the dp / 8 replicas;
+``zero2,shard=8`` the same without resharding after the forward.
 
 >>> parse_strategy("zero1,tp=8,pp=2").resolve(64)
-Layout(flavor='zero1', dp=4, tp=8, pp=2, sp=False, cp=1, ep=1, v=1)
+Layout(flavor='zero1', dp=4, tp=8, pp=2, sp=False, cp=1, ep=1, v=1, shard=0)
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from dataclasses import dataclass
 from ringtree.errors import RingtreeError
 
 FLAVORS = ("ddp", "zero1", "zero2", "zero3")
-_ALIASES = {"fsdp": "zero3", "zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3"}
-_DEGREES = ("dp", "tp", "pp", "cp", "ep", "v")
+_ALIASES = {"fsdp": "zero3", "zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3",
+            "hsdp": "zero3"}
+_DEGREES = ("dp", "tp", "pp", "cp", "ep", "v", "shard")
 _ACCEPTED = (
-    "ddp, zero1, zero2, zero3 (fsdp), dp=N, tp=N, pp=N, cp=N, ep=N, v=N, sp, joined by commas"
+    "ddp, zero1, zero2, zero3 (fsdp), hsdp, dp=N, tp=N, pp=N, cp=N, ep=N, v=N, shard=N, sp, "
+    "joined by commas"
 )
 
 
@@ -38,10 +44,11 @@ class Strategy:
     cp: int = 1
     ep: int = 1
     v: int = 1
+    shard: int = 0
 
     def resolve(self, gpus: int) -> Layout:
-        """The full layout on ``gpus`` GPUs (RingtreeError when dp * tp * pp * cp != gpus, or
-        ep does not divide dp)."""
+        """The full layout on ``gpus`` GPUs (RingtreeError when dp * tp * pp * cp != gpus, ep
+        does not divide dp, or a shard group does not divide it)."""
         split = self.tp * self.pp * self.cp
         if gpus % split:
             what = "tp x pp" + " x cp" * (self.cp > 1)
@@ -60,14 +67,19 @@ class Strategy:
                 f"ep={self.ep} does not divide dp={dp}: expert parallelism splits the "
                 f"data-parallel group (strategy {self.text!r})"
             )
-        return Layout(self.flavor, dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v)
+        shard = self.shard if self.shard < dp else 0  # a shard of all dp ranks is FSDP
+        if shard and dp % shard:
+            raise RingtreeError(f"shard={shard} does not divide dp={dp} (strategy {self.text!r})")
+        return Layout(self.flavor, dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v,
+                      shard)
 
 
 @dataclass(frozen=True)
 class Layout:
     """dp x tp x pp x cp = GPUs, ranked Megatron-style: TP fastest (consecutive ranks, so a TP
     group sits inside a node when tp divides the node), then CP, then DP (whose consecutive
-    runs of ep members form the expert-parallel groups), then PP (slowest)."""
+    runs of ep members form the expert-parallel groups, and of ``shard`` members HSDP's shard
+    groups; 0: no hybrid sharding), then PP (slowest)."""
 
     flavor: str
     dp: int
@@ -77,6 +89,7 @@ class Layout:
     cp: int = 1
     ep: int = 1
     v: int = 1
+    shard: int = 0
 
     @property
     def gpus(self) -> int:
@@ -84,12 +97,23 @@ class Layout:
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def hybrid(self) -> bool:
+        """Whether the states are sharded over HSDP's shard groups (zero2/zero3 with shard)."""
+        return bool(self.shard) and self.flavor in ("zero2", "zero3")
+
+    @property
+    def shard_ranks(self) -> int:
+        """Ranks one copy of the sharded states spans: dp x cp, or shard x cp under HSDP."""
+        return (self.shard if self.hybrid else self.dp) * self.cp
+
+    @property
     def name(self) -> str:
-        """Canonical spelling: ``zero3``, ``ddp,tp=8``, ``zero1,tp=8,pp=4,v=2,sp``."""
-        parts = [self.flavor]
-        for key in ("tp", "pp", "v", "cp", "ep"):
+        """Canonical spelling: ``zero3``, ``ddp,tp=8``, ``zero1,tp=8,pp=4,v=2,sp``,
+        ``hsdp,shard=8``."""
+        parts = ["hsdp" if self.hybrid and self.flavor == "zero3" else self.flavor]
+        for key in ("tp", "pp", "v", "cp", "ep", "shard"):
             value = getattr(self, key)
-            parts += [f"{key}={value}"] if value > 1 else []
+            parts += [f"{key}={value}"] if value > 1 and (key != "shard" or self.hybrid) else []
         parts += ["sp"] if self.sp else []
         return ",".join(parts)
 
@@ -105,23 +129,25 @@ def _degree(key: str, value: str, text: str) -> int:
 
 
 def parse_flavors(text: str) -> tuple[str, ...]:
-    """Data-parallel flavours, comma-separated (``zero2,zero3``; ``fsdp`` = ``zero3``), in
-    FLAVORS order; RingtreeError on an unknown one."""
+    """Data-parallel flavours, comma-separated (``zero2,zero3``; ``fsdp`` = ``zero3``;
+    ``hsdp``: zero3 over one node's shard groups, for ``--search``), in FLAVORS order, hsdp
+    last; RingtreeError on an unknown one."""
+    known = (*FLAVORS, "hsdp")
     names = [w.strip().lower() for w in text.split(",") if w.strip()]
-    bad = [w for w in names if _ALIASES.get(w, w) not in FLAVORS]
-    if bad or not names:
+    chosen = {w if w == "hsdp" else _ALIASES.get(w, w) for w in names}
+    if not names or chosen - set(known):
         raise RingtreeError(
-            f"data-parallel flavours {text!r}: expected some of {', '.join(FLAVORS)} (fsdp = "
+            f"data-parallel flavours {text!r}: expected some of {', '.join(known)} (fsdp = "
             "zero3), joined by commas"
         )
-    chosen = {_ALIASES.get(w, w) for w in names}
-    return tuple(f for f in FLAVORS if f in chosen)
+    return tuple(f for f in known if f in chosen)
 
 
 def parse_strategy(text: str) -> Strategy:
     """A Strategy from ``ddp``, ``zero3``, ``tp=8``, ``dp=4,tp=8,pp=2``, ``zero1,tp=8,sp``,
-    ``ep=8,tp=1``, ``tp=8,pp=4,v=3,cp=2``."""
+    ``ep=8,tp=1``, ``tp=8,pp=4,v=3,cp=2``, ``hsdp,shard=8``."""
     flavor: str | None = None
+    hsdp = False
     degrees: dict[str, int] = {}
     sp = False
     items = [t.strip().lower() for t in text.split(",")]
@@ -141,6 +167,7 @@ def parse_strategy(text: str) -> Strategy:
             if flavor is not None:
                 raise RingtreeError(f"two data-parallel flavours in strategy {text!r}")
             flavor = _ALIASES.get(key, key)
+            hsdp = key == "hsdp"
         else:
             raise RingtreeError(f"unknown item {item!r} in strategy {text!r}: expected {_ACCEPTED}")
     tp, pp, v = degrees.get("tp", 1), degrees.get("pp", 1), degrees.get("v", 1)
@@ -148,10 +175,25 @@ def parse_strategy(text: str) -> Strategy:
         raise RingtreeError(f"sp (sequence parallel) needs tp > 1 in strategy {text!r}")
     if v > 1 and pp == 1:
         raise RingtreeError(f"v={v} virtual stages need a pipeline (pp > 1) in strategy {text!r}")
+    shard = degrees.get("shard", 0)
+    _check_shard(text, flavor, hsdp, shard, degrees.get("ep", 1))
     return Strategy(
         text.strip(), flavor or "ddp", degrees.get("dp"), tp, pp, sp,
-        degrees.get("cp", 1), degrees.get("ep", 1), v,
+        degrees.get("cp", 1), degrees.get("ep", 1), v, shard,
     )
+
+
+def _check_shard(text: str, flavor: str | None, hsdp: bool, shard: int, ep: int) -> None:
+    """HSDP needs its shard group, a sharded flavour and no expert parallelism."""
+    if hsdp and not shard:
+        raise RingtreeError(f"hsdp needs its shard group size, e.g. hsdp,shard=8 (strategy "
+                            f"{text!r})")
+    if shard and flavor not in ("zero2", "zero3"):
+        raise RingtreeError(f"shard={shard} is hybrid sharding: give hsdp (zero3) or zero2 "
+                            f"with it (strategy {text!r})")
+    if shard and ep > 1:
+        raise RingtreeError(f"shard={shard} with ep={ep}: hybrid sharding of expert-parallel "
+                            f"models is not modelled (strategy {text!r})")
 
 
 def candidate_strategies(gpus: int, gpus_per_node: int, layers: int | None) -> list[Strategy]:

@@ -18,6 +18,19 @@ Data parallel (over the dp group; Rajbhandari et al. 2020, "ZeRO", Sec. 7):
   parameters before its forward and again before its backward, and reduce-scatter of its
   gradients after: 3 Psi.
 
+PyTorch FSDP2 as torchtitan runs it (``Batch.fsdp``; Liang et al. 2024, torchtitan, Sec. 2.1;
+``torch.distributed.fsdp.fully_shard``): one unit per transformer block, its all-gather issued
+one block ahead (the next block's gather prefetched behind the current block's compute, so only
+the first is exposed), its gradients' reduce-scatter issued as its backward ends (only the
+last is exposed; :mod:`ringtree.plan.overlap` prices both). ``zero3`` is
+``reshard_after_forward=True`` (gather again in the backward: 3 Psi per micro-batch), ``zero2``
+is ``reshard_after_forward=False`` (torchtitan's default beside a pipeline: the forward's
+gathers are kept for the backward, 2 Psi per micro-batch; FSDP2 reshards after every backward,
+so each micro-batch gathers again). Gradients are reduced in ``reduce_itemsize`` bytes
+(torchtitan's ``mixed_precision_reduce = "float32"``: twice bf16's bytes). HSDP
+(``Layout.shard``): the gathers and reduce-scatters run over the shard group, then each
+block's gradient shard is all-reduced over the dp / shard replicas.
+
 Tensor parallel (over the tp group; Shoeybi et al. 2019, "Megatron-LM", Sec. 3): per layer and
 micro-batch, 2 all-reduces of b*s*h elements in the forward (after attention and after the
 MLP) and 2 in the backward: 4 per layer. With sequence parallelism (Korthikanti et al. 2022,
@@ -57,7 +70,7 @@ from dataclasses import dataclass
 
 from ringtree.collectives import Collective
 from ringtree.errors import RingtreeError
-from ringtree.plan.groups import CP, DP, DPCP, EDP, EP, PP, TP
+from ringtree.plan.groups import CP, DP, DPCP, DPR, DPS, EDP, EP, PP, TP
 from ringtree.plan.model import Model, expert_params
 from ringtree.plan.strategy import Layout
 
@@ -66,9 +79,13 @@ FORWARD, BACKWARD = "forward", "backward"
 #: their layer (Megatron-LM's asynchronous all-reduce of the input gradient); CP transfers
 #: overlap the layer's attention (ring attention).
 WGRAD, ATTENTION, ATTENTION_BWD = "wgrad", "attention", "attention-bwd"
+#: The forward's TP collectives may overlap their layer's forward GEMMs (Transformer Engine's
+#: userbuffers, Megatron-LM's --tp-comm-overlap; ``Training.tp_comm_overlap``).
+FGEMM = "fgemm"
 SEND, ALL_TO_ALL = "send", "all-to-all"
 ZERO = "Rajbhandari et al. 2020 (ZeRO), Sec. 7"
 FSDP = "Rajbhandari et al. 2020 (ZeRO), Sec. 7.2.2; Zhao et al. 2023 (PyTorch FSDP)"
+FSDP2 = "torchtitan (Liang et al. 2024), Sec. 2.1: FSDP2 per block, prefetched; HSDP"
 DDP = "Li et al. 2020 (PyTorch DDP); Rajbhandari et al. 2020 (ZeRO), Sec. 7.1"
 MEGATRON = "Shoeybi et al. 2019 (Megatron-LM), Sec. 3"
 SEQ_PAR = "Korthikanti et al. 2022 (reducing activation recomputation), Sec. 4.2.2"
@@ -90,6 +107,11 @@ class Batch:
     full_recompute: the backward repeats the forward's TP collectives and all-to-alls.
     scatter_gather: pipeline sends carry 1/tp of the activations each (Megatron-LM); False:
         each TP rank sends all of them (DeepSpeed's pipeline engine).
+    fsdp: ZeRO-2/3 as PyTorch FSDP2 runs them (module doc).
+    recompute_every: with full_recompute, only every K-th layer is recomputed
+        (:mod:`ringtree.plan.checkpointing`): ceil(L'/K) layers repeat their forward's TP,
+        CP and EP communication.
+    reduce_itemsize: bytes per gradient element in the reduce-scatter (None: itemsize).
     """
 
     itemsize: int
@@ -98,6 +120,13 @@ class Batch:
     bucket_bytes: int | None = None
     full_recompute: bool = False
     scatter_gather: bool = True
+    fsdp: bool = False
+    reduce_itemsize: int | None = None
+    recompute_every: int = 1
+
+    def recomputed(self, layers: int) -> int:
+        """How many of ``layers`` repeat their forward in the backward."""
+        return math.ceil(layers / max(self.recompute_every, 1)) if self.full_recompute else 0
 
 
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP bucket_cap_mb=25, which it multiplies by 1024 * 1024
@@ -201,12 +230,14 @@ def data_parallel_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp
     ops: list[CommOp] = []
     experts = expert_total(model)
     dense = math.ceil((model.params - experts) / (layout.tp * layout.pp))
+    hybrid = layout.hybrid
     if layout.dp * layout.cp > 1:
-        group = DP if layout.cp == 1 else DPCP
-        ops += _data_parallel(layout.flavor, dense * p, layers, batch, group, "")
+        group = DPS if hybrid else DP if layout.cp == 1 else DPCP
+        ops += _data_parallel(layout, dense * p, layers, batch, group, "")
     if experts and layout.dp * layout.cp > layout.ep:
         share = math.ceil(experts / (layout.tp * layout.pp * layout.ep))
-        ops += _data_parallel(layout.flavor, share * p, layers, batch, EDP, " (experts)")
+        ops += _data_parallel(layout, share * p, layers, batch, DPS if hybrid else EDP,
+                              " (experts)")
     return ops
 
 
@@ -219,9 +250,8 @@ def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
     layers = stage_layers(model, layout)
     ops: list[CommOp] = []
     act = batch.micro_batch * (s // layout.cp) * h * p
-    fwd = 2 if batch.full_recompute else 1  # forward passes per micro-batch
     if layout.tp > 1:
-        ops += _tensor_parallel(layout, act, layers, m, fwd)
+        ops += _tensor_parallel(layout, act, layers, m, batch.recomputed(layers))
     if layout.cp > 1:
         ops += _context_parallel(model, layout, batch, layers)
     if layout.ep > 1 and model.moe:
@@ -237,8 +267,11 @@ def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
 
 
 def _data_parallel(
-    flavor: str, grads: int, layers: int, batch: Batch, group: str, suffix: str
+    layout: Layout, grads: int, layers: int, batch: Batch, group: str, suffix: str
 ) -> list[CommOp]:
+    flavor = layout.flavor
+    if flavor == "zero3" or (flavor == "zero2" and (batch.fsdp or layout.hybrid)):
+        return _fsdp(layout, grads, layers, batch, group, suffix)
     m, p = batch.micro_batches, batch.itemsize
     bucket = batch.bucket_bytes
     if bucket is None:
@@ -255,26 +288,48 @@ def _data_parallel(
                       BACKWARD, ZERO),
             _bucketed(f"all-gather params{suffix}", ag, group, grads, p, bucket, 1, None, ZERO),
         ]
-    unit = math.ceil(grads / layers / p) * p  # one layer's shard
+    raise AssertionError(f"flavour {flavor!r}")  # pragma: no cover - parse_strategy's
+
+
+def _fsdp(
+    layout: Layout, grads: int, layers: int, batch: Batch, group: str, suffix: str
+) -> list[CommOp]:
+    """Per block and micro-batch: the parameters' all-gather before its forward (and again
+    before its backward under ``zero3``), its gradients' reduce-scatter after; under HSDP the
+    shard's all-reduce over the replicas (module doc)."""
+    m, p = batch.micro_batches, batch.itemsize
+    unit = math.ceil(grads / layers / p) * p  # one layer's parameters
+    red = batch.reduce_itemsize or p
+    red_unit = unit // p * red  # its gradients, in the reduction's dtype
     ag, rs = Collective.ALL_GATHER, Collective.REDUCE_SCATTER
-    return [
-        _even(f"all-gather params (fwd){suffix}", ag, group, unit, layers, m, FORWARD, FSDP),
-        _even(f"all-gather params (bwd){suffix}", ag, group, unit, layers, m, BACKWARD, FSDP),
-        _even(f"reduce-scatter grads{suffix}", rs, group, unit, layers, m, BACKWARD, FSDP),
-    ]
+    source = FSDP2 if batch.fsdp or layout.hybrid else FSDP
+    ops = [_even(f"all-gather params (fwd){suffix}", ag, group, unit, layers, m, FORWARD,
+                 source)]
+    if layout.flavor == "zero3":
+        ops.append(_even(f"all-gather params (bwd){suffix}", ag, group, unit, layers, m,
+                         BACKWARD, source))
+    ops.append(_even(f"reduce-scatter grads{suffix}", rs, group, red_unit, layers, m, BACKWARD,
+                     source))
+    if layout.hybrid and layout.dp > layout.shard:
+        part = math.ceil(red_unit / layout.shard_ranks / red) * red
+        ops.append(_even(f"all-reduce grad shards (hsdp){suffix}", Collective.ALL_REDUCE, DPR,
+                         part, layers, m, BACKWARD, source))
+    return ops
 
 
-def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, fwd: int) -> list[CommOp]:
-    """2 collectives per layer forward (4 with sp), on the critical path, again when full
-    recomputation repeats the forward; as many backward, beside the weight gradients."""
+def _tensor_parallel(layout: Layout, act: int, layers: int, m: int,
+                     again: int) -> list[CommOp]:
+    """2 collectives per layer forward (4 with sp), on the critical path unless they overlap
+    the forward GEMMs, again when full recomputation repeats the forward; as many backward,
+    beside the weight gradients."""
     if layout.sp:  # (name, collective) forward, then backward
         pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER),
                  ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER)]
         source = SEQ_PAR
     else:
         pairs, source = [("all-reduce activations (tp {})", Collective.ALL_REDUCE)], MEGATRON
-    fwd_source = source if fwd == 1 else f"{source}; {RECOMPUTE}"
-    forward = [_even(name.format("fwd"), col, TP, act, 2 * fwd * layers, m, None, fwd_source,
+    fwd_source = source if not again else f"{source}; {RECOMPUTE}"
+    forward = [_even(name.format("fwd"), col, TP, act, 2 * (layers + again), m, FGEMM, fwd_source,
                      phase=FORWARD) for name, col in pairs]
     backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
                       phase=BACKWARD) for name, col in pairs]
@@ -288,10 +343,10 @@ def _context_parallel(model: Model, layout: Layout, batch: Batch, layers: int) -
     p, cp = batch.itemsize, layout.cp
     kv = math.ceil(model.kv / layout.tp) * model.dim
     block = 2 * batch.micro_batch * (model.seq_len // cp) * kv * p
-    fwd = 2 if batch.full_recompute else 1
     m = batch.micro_batches
     return [
-        _even("send keys+values (cp fwd)", None, CP, block, (cp - 1) * fwd * layers, m,
+        _even("send keys+values (cp fwd)", None, CP, block,
+              (cp - 1) * (layers + batch.recomputed(layers)), m,
               ATTENTION, RING_ATTENTION, phase=FORWARD),
         _even("send keys+values+grads (cp bwd)", None, CP, 2 * block, (cp - 1) * layers, m,
               ATTENTION_BWD, RING_ATTENTION, phase=BACKWARD),
@@ -312,9 +367,9 @@ def _expert_parallel(model: Model, layout: Layout, batch: Batch, layers: int) ->
     assert model.layers
     moe = math.ceil(layers * model.moe_layers / model.layers)  # the stage's MoE layers
     size, m = alltoall_bytes(model, layout, batch), batch.micro_batches
-    fwd = 2 if batch.full_recompute else 1
     return [
-        _even("all-to-all dispatch+combine (ep fwd)", None, EP, size, 2 * fwd * moe, m, None,
+        _even("all-to-all dispatch+combine (ep fwd)", None, EP, size,
+              2 * (moe + batch.recomputed(moe)), m, None,
               MOE, ALL_TO_ALL, FORWARD),
         _even("all-to-all dispatch+combine (ep bwd)", None, EP, size, 2 * moe, m, None, MOE,
               ALL_TO_ALL, BACKWARD),
@@ -331,7 +386,7 @@ def model_state_bytes(model: Model, layout: Layout, itemsize: int) -> int:
     """
     psi = shard_params(model, layout)
     params, grads, opt = itemsize * psi, itemsize * psi, (12 if itemsize < 4 else 8) * psi
-    dp = layout.dp * layout.cp
+    dp = layout.shard_ranks
     if layout.flavor == "zero1":
         opt = math.ceil(opt / dp)
     elif layout.flavor == "zero2":
