@@ -69,11 +69,13 @@ from published_runs import (  # noqa: E402
     dp_degree,
     flavors,
     framework,
+    fused,
     global_batch,
     load,
     micro_batches,
     outside,
     planner_framework,
+    planner_precision,
     recomputes,
 )
 
@@ -83,6 +85,16 @@ __all__ = ["HERE", "Run", "load", "outside"]
 CALIBRATION = {
     "ampere": ("korthikanti2022", "175b-selective-sp"),
     "hopper": ("megatron-lm-readme", "gpt-70b"),
+}
+#: Runs the compute model's other constants were fitted on (bench/fit_compute.py: FP8 GEMMs
+#: on Hopper and Blackwell, Blackwell's FlashAttention; ringtree.plan.compute.EAGER on
+#: torchtitan's eager/compiled pair): also ``"fit": true``.
+FITTED = {
+    ("nemo-24.07-perf", "llama2-70b-64gpu"),
+    ("megatron-bridge-25.11-perf", "llama3_8b-dgx-b200-fp8-cs-8gpu"),
+    ("nemo-long-context", "llama3-8b-b200-seq1024k-256gpu"),
+    ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp"),
+    ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp-compile"),
 }
 
 
@@ -118,7 +130,9 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                         tr = Training(micro_batch=b, global_batch=global_batch(r), recompute=rc,
                                       attention=attention, dp_overlap=overlap,
                                       framework=planner_framework(label), tp_overlap=tp_overlap,
-                                      cp_overlap=run.source not in ALL_GATHER_CP)
+                                      cp_overlap=run.source not in ALL_GATHER_CP,
+                                      precision=planner_precision(r),
+                                      compile=fused(label, r))
                         out.append((lay, tr))
     return out
 
@@ -260,7 +274,8 @@ def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
     planned, its predicted and published figures and the signed error."""
     out = {
         "source": run.source, "name": run.name, "run": run.name,
-        "fit": CALIBRATION.get(run.arch) == (run.source, run.name), "gpu": run.arch,
+        "fit": (CALIBRATION.get(run.arch) == (run.source, run.name)
+                or (run.source, run.name) in FITTED), "gpu": run.arch,
         **described(run.source, run.data),
         "published_s": run.published_s, "published_mfu": run.published_mfu,
         "published_tflops": run.published_tflops,

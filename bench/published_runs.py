@@ -93,6 +93,20 @@ def precision(r: dict) -> str:
     return "mixed-16bit"
 
 
+def planner_precision(r: dict) -> str:
+    """The GEMMs' precision the planner prices: the run's, 16-bit of unstated kind as BF16
+    (FP16 and BF16 GEMMs run at one peak)."""
+    p = precision(r)
+    return "bf16" if p == "mixed-16bit" else p
+
+
+def fused(label: str, r: dict) -> bool:
+    """Whether the run's kernels are fused (``Training.compile``): torchtitan runs eager unless
+    the source says torch.compile; the other frameworks fuse theirs (Megatron-LM, Transformer
+    Engine, llm-foundry's Triton/FlashAttention kernels)."""
+    return bool(r.get("compile", label != "torchtitan"))
+
+
 def framework(source: str, r: dict) -> str:
     """The framework the run used, as the source names it (``megatron`` where unnamed)."""
     if source in DEEPSPEED or (source == "narayanan2021" and r.get("zero") == 3):
@@ -227,15 +241,9 @@ def outside(source: str, r: dict) -> str | None:
             "and 1,536 GPUs (66.75 s) while NCCL's per-layer gathers of the same bytes over "
             "the same network take ~6 s, and the model prices ZeRO-3 as per-layer NCCL collectives"
         )
-    why += [w for w in (_precision_why(r), _moe_why(r), _hardware_why(r), _fsdp_why(r),
-                        _sequence_why(r), _options_why(r)) if w]
+    why += [w for w in (_moe_why(r), _hardware_why(r), _fsdp_why(r), _options_why(r)) if w]
     return "; ".join(why) or None
 
-
-#: From this many tokens a sequence's attention is priced at one FlashAttention efficiency per
-#: GPU generation, whatever its length: issue 28 measured the planner 23 % too fast at >= 16k
-#: tokens and 37 % at 64k on 105 published runs; llm-foundry's MPT runs show the same.
-LONG_SEQUENCE = 16384
 
 
 def _fsdp_why(r: dict) -> str | None:
@@ -246,24 +254,10 @@ def _fsdp_why(r: dict) -> str | None:
     return None
 
 
-def _sequence_why(r: dict) -> str | None:
-    if r["seq_len"] >= LONG_SEQUENCE:
-        return (f"sequences of {LONG_SEQUENCE // 1024}k tokens or more: attention is priced at "
-                "one FlashAttention efficiency per GPU generation, whatever the sequence")
-    return None
-
-
-def _precision_why(r: dict) -> str | None:
-    if precision(r) == "fp8":
-        return "FP8: the compute model prices BF16 GEMMs"
-    return None
 
 
 def _moe_why(r: dict) -> str | None:
     why = []
-    if r.get("experts") or r.get("ep", 1) > 1:
-        why.append("mixture of experts: the MoE layers' compute (active parameters, grouped "
-                   "GEMMs) is not in the step time")
     if r.get("attention_kind") == "mla":
         why.append("multi-head latent attention (DeepSeek-V3) is not a shape the planner has")
     if r.get("window_size"):
@@ -276,8 +270,6 @@ def _moe_why(r: dict) -> str | None:
 
 def _hardware_why(r: dict) -> str | None:
     gpu = str(r.get("gpu", ""))
-    if gpu.startswith(("B200", "GB200")):
-        return "Blackwell: no calibrated efficiency (Hopper's assumed)"
     if r.get("gpu_power_limit_w") or "HBM2e" in gpu:
         limit = r.get("gpu_power_limit_w")
         power = f"at a {limit} W power limit" if limit else "at a lower TDP"
@@ -288,8 +280,6 @@ def _hardware_why(r: dict) -> str | None:
 
 def _options_why(r: dict) -> str | None:
     why = []
-    if r.get("compile"):
-        why.append("torch.compile's speed-up is not modelled")
     rc = str(r.get("recompute", ""))
     if rc == "op":
         why.append("op-level selective checkpointing (torchtitan's) is not modelled")
