@@ -71,11 +71,13 @@ from published_runs import (  # noqa: E402
     framework,
     fused,
     global_batch,
+    hsdp_shard,
     load,
     micro_batches,
     outside,
     planner_framework,
     planner_precision,
+    recompute_every,
     recomputes,
 )
 
@@ -95,6 +97,7 @@ FITTED = {
     ("nemo-long-context", "llama3-8b-b200-seq1024k-256gpu"),
     ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp"),
     ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp-compile"),
+    ("narayanan2021", "zero3-174.6b-768gpu"),  # DeepSpeed ZeRO-3's slowdown (plan/frameworks.py)
 }
 
 
@@ -124,7 +127,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
     for flavor in flavors(run.source, r):
         for v in vs:
             for sp in sps:
-                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, ep if dp % ep == 0 else 1, v)
+                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, ep if dp % ep == 0 else 1, v,
+                             hsdp_shard(r))
                 for b in micro_batches(r):
                     for rc in recomputes(r):
                         tr = Training(micro_batch=b, global_batch=global_batch(r), recompute=rc,
@@ -132,7 +136,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       framework=planner_framework(label), tp_overlap=tp_overlap,
                                       cp_overlap=run.source not in ALL_GATHER_CP,
                                       precision=planner_precision(r),
-                                      compile=fused(label, r))
+                                      compile=fused(label, r),
+                                      recompute_every=recompute_every(r))
                         out.append((lay, tr))
     return out
 

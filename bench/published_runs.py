@@ -115,9 +115,16 @@ def framework(source: str, r: dict) -> str:
 
 
 def planner_framework(label: str) -> str:
-    """What the planner's memory and pipeline models take for it: ``deepspeed`` or
-    ``megatron`` (PyTorch FSDP frameworks keep Megatron's 16 bytes per parameter)."""
-    return "deepspeed" if label == "deepspeed" else "megatron"
+    """What the planner's memory, pipeline and data-parallel schedule take for it:
+    ``deepspeed``, ``fsdp`` (PyTorch FSDP/FSDP2: torchtitan, llm-foundry, NeMo AutoModel) or
+    ``megatron`` (Megatron-LM, NeMo, Megatron-Bridge, Megatron-FSDP included)."""
+    if label == "deepspeed":
+        return "deepspeed"
+    return "fsdp" if label in PYTORCH_FSDP else "megatron"
+
+
+#: Frameworks that shard with PyTorch's FSDP/FSDP2.
+PYTORCH_FSDP = ("torchtitan", "llm-foundry", "nemo-automodel")
 
 
 def _hsdp_shard(r: dict) -> int | None:
@@ -137,8 +144,13 @@ def flavors(source: str, r: dict) -> list[str]:
         # reshard after forward computation": ZeRO-2 (weights whole during the step)
         return ["zero2"]
     z = r.get("zero")
+    if z is None and r.get("sharding_strategy") == "SHARD_GRAD_OP":
+        z = 2  # PyTorch FSDP's SHARD_GRAD_OP: no resharding after forward
     if z is None and r.get("fsdp"):
-        z = 3  # FSDP / FSDP2 / Megatron-FSDP reshard after forward by default
+        # FSDP / FSDP2 / Megatron-FSDP reshard after forward by default; torchtitan does not
+        # with pipeline parallelism (reshard_after_forward "default": False when pp > 1)
+        pp_default = framework(source, r) == "torchtitan" and r.get("pp", 1) > 1
+        z = 2 if pp_default else 3
     if z is None:
         return ["ddp", "zero1"]
     return [{0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}[int(z)]]
@@ -177,8 +189,21 @@ def micro_batches(r: dict) -> list[int]:
 
 def recomputes(r: dict) -> list[str]:
     """The recomputation modes to try: the stated one when the planner has it, else all."""
-    rc = r.get("recompute")
-    return [rc] if rc in ("none", "selective", "full") else ["none", "selective", "full"]
+    rc = str(r.get("recompute", ""))
+    if rc.startswith("every"):
+        return ["full"]  # every k-th layer: recompute_every()
+    return [rc] if rc in ("none", "selective", "full", "op") else ["none", "selective", "full"]
+
+
+def recompute_every(r: dict) -> int:
+    """k of a run that checkpoints every k-th layer ("every 2"), else 1."""
+    rc = str(r.get("recompute", ""))
+    return int(rc.split()[1]) if rc.startswith("every ") else 1
+
+
+def hsdp_shard(r: dict) -> int:
+    """The HSDP sharding group (0: none), as ``Layout.shard`` takes it."""
+    return _hsdp_shard(r) or 0
 
 
 def cluster(source: str, r: dict) -> Cluster:
@@ -235,24 +260,8 @@ def outside(source: str, r: dict) -> str | None:
     """Why a run is outside what main's planner describes (its error is shown, not counted):
     every reason, joined, or None."""
     why = []
-    if source == "narayanan2021" and r.get("zero") == 3:
-        why.append(
-            "DeepSpeed ZeRO-3 of 2021 is framework-bound: its published step is the same on 768 "
-            "and 1,536 GPUs (66.75 s) while NCCL's per-layer gathers of the same bytes over "
-            "the same network take ~6 s, and the model prices ZeRO-3 as per-layer NCCL collectives"
-        )
-    why += [w for w in (_moe_why(r), _hardware_why(r), _fsdp_why(r), _options_why(r)) if w]
+    why += [w for w in (_moe_why(r), _hardware_why(r)) if w]
     return "; ".join(why) or None
-
-
-
-def _fsdp_why(r: dict) -> str | None:
-    if r.get("fsdp"):
-        return ("FSDP as PyTorch (or Megatron-FSDP) runs it (per-block all-gathers with "
-                "prefetch, resharding after forward, gradients reduce-scattered behind the "
-                "backward) is priced as ZeRO-3's per-layer NCCL collectives")
-    return None
-
 
 
 
@@ -276,18 +285,6 @@ def _hardware_why(r: dict) -> str | None:
         return (f"{gpu} {power}: no GPU preset (its peak is 'between SXM and NVL', the source "
                 "says)")
     return None
-
-
-def _options_why(r: dict) -> str | None:
-    why = []
-    rc = str(r.get("recompute", ""))
-    if rc == "op":
-        why.append("op-level selective checkpointing (torchtitan's) is not modelled")
-    elif rc.startswith("every"):
-        why.append(f"activation checkpointing {rc} layers is not modelled")
-    if _hsdp_shard(r):
-        why.append(f"HSDP (sharding groups of {_hsdp_shard(r)}) is not modelled")
-    return "; ".join(why) or None
 
 
 def left_out(source: str, r: dict) -> str | None:
