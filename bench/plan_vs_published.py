@@ -72,6 +72,7 @@ from published_runs import (  # noqa: E402
     fused,
     global_batch,
     load,
+    main_grad_bytes,
     micro_batches,
     outside,
     planner_framework,
@@ -132,7 +133,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       framework=planner_framework(label), tp_overlap=tp_overlap,
                                       cp_overlap=run.source not in ALL_GATHER_CP,
                                       precision=planner_precision(r),
-                                      compile=fused(label, r))
+                                      compile=fused(label, r),
+                                      main_grad_bytes=main_grad_bytes(r))
                         out.append((lay, tr))
     return out
 

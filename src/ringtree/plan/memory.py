@@ -2,8 +2,9 @@
 training step holds at its peak.
 
 Model states (Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Megatron-LM's mixed precision): 16-bit
-weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 6 under
-DeepSpeed, which keeps the 16-bit gradients too), Adam's fp32 master weights,
+weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 2 where
+they are reduced in 16 bits, ``main_grad_bytes``; 6 under DeepSpeed, which keeps the 16-bit
+gradients too), Adam's fp32 master weights,
 momentum and variance (12 bytes; 8 in fp32 training). ZeRO-1 (Megatron's distributed
 optimizer) divides the optimizer states by the data-parallel size (times cp: Megatron shards
 over the data- and context-parallel ranks together), ZeRO-2 also the gradients, ZeRO-3 also
@@ -163,10 +164,11 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
 def memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16,
+    precision: str = BF16, main_grad_bytes: int = 4,
 ) -> Memory:
     """Memory of the busiest GPU of ``layout`` (module doc)."""
-    weights, grads, opt, other = state_memory(m, layout, itemsize, framework, precision)
+    weights, grads, opt, other = state_memory(m, layout, itemsize, framework, precision,
+                                              main_grad_bytes)
     acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
                              framework, precision)
     return Memory(weights, grads, opt, acts, other)
@@ -196,16 +198,17 @@ def fp8_weights(m: Model, layout: Layout, itemsize: int, framework: str) -> tupl
 
 def state_memory(
     m: Model, layout: Layout, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16,
+    precision: str = BF16, main_grad_bytes: int = 4,
 ) -> tuple[int, int, int, int]:
     """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
-    depend on the micro-batch (the module doc's model states, and the fixed allowance; FP8's
+    depend on the micro-batch (the module doc's model states, with gradients accumulated in
+    ``main_grad_bytes`` per parameter in mixed precision, and the fixed allowance; FP8's
     weights, :func:`fp8_weights`)."""
     dense, experts, layers = stage_params(m, layout)
     shard = layout.dp * layout.cp
     expert_shard = max(1, layout.dp // layout.ep) * layout.cp
     mixed = itemsize < 4
-    grad_bytes = 4
+    grad_bytes = main_grad_bytes if mixed else 4
     if framework == DEEPSPEED and mixed:
         grad_bytes = 4 + itemsize  # 16-bit gradients and their fp32 accumulation
     opt_bytes = 12 if mixed else 8

@@ -56,6 +56,9 @@ class Training:
     compile: fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile), as
     the calibration runs had; False: eager PyTorch, its compute
     :data:`ringtree.plan.compute.EAGER` times slower.
+    main_grad_bytes: bytes per parameter of the gradients accumulated and reduced: 4 (fp32
+    main gradients, Megatron-LM's default for BF16) or 2 (16-bit, Megatron-Core's
+    ``grad_reduce_in_fp32=False``: NeMo's ``optim.grad_sync_dtype: bf16``).
     """
 
     itemsize: int = 2
@@ -76,6 +79,7 @@ class Training:
     cp_overlap: bool = True
     precision: str = BF16
     compile: bool = True
+    main_grad_bytes: int = 4
 
 
 @dataclass(frozen=True)

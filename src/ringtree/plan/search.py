@@ -219,7 +219,8 @@ class _Scorer:
         for f in g.flavors:
             lay = Layout(f, g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
             states = get(("s", f, *base), lambda lay=lay: sum(
-                state_memory(model, lay, tr.itemsize, tr.framework, tr.precision)))
+                state_memory(model, lay, tr.itemsize, tr.framework, tr.precision,
+                             tr.main_grad_bytes)))
             if states <= limit:  # type: ignore[operator]
                 fitting.append(lay)
         if not fitting:
