@@ -5,10 +5,11 @@ GEMMs and FlashAttention, each on one published run; check them on others.
 - Hopper: the twelve FP8 rows of NVIDIA NeMo 24.07's DGX-H100 table (GPT3 5B to 175B, Llama 2
   7B to 70B, Llama 3 8B and 70B, Nemotron 8B, 22B, 340B on 8 to 512 GPUs;
   bench/published_training/nemo-24.07-perf.toml), each set up as bench/plan_vs_published.py
-  sets it up: the value that minimises their mean |error| (a grid of 0.0025). One row alone
-  (Llama 2 70B, as before) puts the exposed TP and pipeline transfers of that layout into
-  the GEMMs' rate: 0.7573, an FP8 GEMM 2.6x the BF16 rate, and the TP-free rows of the
-  same table (GPT3 5B, Nemotron 8B) 18 % too fast.
+  sets it up: the value that minimises their mean |error| (a grid of 0.0025), with the FP8
+  GEMMs' BF16 output write priced (ringtree.plan.compute's module doc). One row alone (Llama 2
+  70B, as before, without that write) put the exposed TP and pipeline transfers of that
+  layout into the GEMMs' rate: 0.7573, an FP8 GEMM 2.6x the BF16 rate, and the TP-free rows
+  of the same table (GPT3 5B, Nemotron 8B) 18 % too fast.
 - Blackwell: NVIDIA Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS on 8 GPUs (DDP, GBS
   128, MBS 2, sequence 8192: 30,624 tokens/s/GPU, docs/performance-summary.md at commit
   2b8806b9) for fp8_gemm (the BF16 GEMMs tied to it by Hopper's BF16/FP8 ratio: no dense BF16

@@ -26,9 +26,9 @@ def fits():
 def test_hopper_fp8_minimises_nemo_2407s_mean_error(fits):
     # the grid's best around the constant is the constant: a model change that moves the fit
     # (or a constant changed by hand) fails here
-    got, err = fits.hopper_fp8(0.69, 0.705)
+    got, err = fits.hopper_fp8(0.73, 0.745)
     assert got == pytest.approx(GENERATION["hopper"].fp8_gemm, abs=1e-9)
-    assert err < 0.065  # 6.3 % over the twelve rows when fitted
+    assert err < 0.06  # 5.8 % over the twelve rows when fitted
 
 
 def test_fitted_names_every_row_hopper_fp8_is_fitted_on(fits):
