@@ -137,7 +137,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       cp_overlap=run.source not in ALL_GATHER_CP,
                                       precision=planner_precision(r),
                                       compile=fused(label, r),
-                                      main_grad_bytes=main_grad_bytes(r))
+                                      main_grad_bytes=main_grad_bytes(r),
+                                      pp_overlap=label == "megatron-bridge")
                         out.append((lay, tr))
     return out
 

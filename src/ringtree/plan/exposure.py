@@ -6,8 +6,9 @@ Each op of the step is priced (its full calls and its last) on its group; then:
   share one stream beside a window of 1/3 (forward) or 2/3 (backward) of one micro-batch's
   compute, under :mod:`ringtree.plan.overlap`'s model, and everything else is exposed;
 - with the compute model, every micro-batch waits for its TP, CP, EP and pipeline transfers,
-  less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives) and
-  attention (ring attention's transfers); the DP collectives hide behind one micro-batch's
+  less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives),
+  attention (ring attention's transfers) and, with ``pp_overlap`` under interleaving, its
+  own forward and backward (the pipeline sends); the DP collectives hide behind one micro-batch's
   forward or backward on the busiest stage (or none, or also the next forward:
   ``dp_overlap``); the pipeline runs (m + (p - 1)/v) micro-batch times; then the optimizer.
 """
@@ -19,7 +20,7 @@ from functools import lru_cache
 
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
 from ringtree.plan.compute import Device, optimizer_time
-from ringtree.plan.groups import group_shape
+from ringtree.plan.groups import PP, group_shape
 from ringtree.plan.memory import MEGATRON
 from ringtree.plan.model import Model
 from ringtree.plan.overlap import exposed_s
@@ -162,10 +163,13 @@ def per_micro_batch(
         per_layer.update({ATTENTION: mb.attention_fwd, ATTENTION_BWD: mb.attention_bwd})
     if training.tp_overlap:
         per_layer[WGRAD] = mb.wgrad
+    # overlapped pipeline sends (interleaved schedule): each hides behind the next chunk's
+    # compute, the micro-batch's 2v sends behind its forward and backward on the stage
+    pp_hide = mb.forward + mb.backward if training.pp_overlap and layout.v > 1 else 0.0
     exposed = []
     for item in priced:
         op = item[0]
-        hide = mb.layers * per_layer.get(op.window or "", 0.0)
+        hide = pp_hide if op.group == PP else mb.layers * per_layer.get(op.window or "", 0.0)
         if op.window == ATTENTION and training.recompute == "full":
             hide *= 2
         exposed.append(max(0.0, _round_s(item) - hide))
