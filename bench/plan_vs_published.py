@@ -73,6 +73,7 @@ from published_runs import (  # noqa: E402
     global_batch,
     hsdp_shard,
     load,
+    main_grad_bytes,
     micro_batches,
     outside,
     planner_framework,
@@ -89,10 +90,13 @@ CALIBRATION = {
     "hopper": ("megatron-lm-readme", "gpt-70b"),
 }
 #: Runs the compute model's other constants were fitted on (bench/fit_compute.py: FP8 GEMMs
-#: on Hopper and Blackwell, Blackwell's FlashAttention; ringtree.plan.compute.EAGER on
-#: torchtitan's eager/compiled pair): also ``"fit": true``.
+#: on Hopper (every NeMo 24.07 row, jointly) and Blackwell, Blackwell's FlashAttention;
+#: ringtree.plan.compute.EAGER on torchtitan's eager/compiled pair): also ``"fit": true``.
+NEMO_2407 = ("gpt3-5b-64gpu", "gpt3-20b-64gpu", "gpt3-175b-128gpu", "gpt3-175b-512gpu",
+             "llama2-7b-8gpu", "llama2-13b-16gpu", "llama2-70b-64gpu", "nemotron-8b-64gpu",
+             "nemotron-22b-64gpu", "nemotron-340b-128gpu", "llama3-8b-8gpu", "llama3-70b-64gpu")
 FITTED = {
-    ("nemo-24.07-perf", "llama2-70b-64gpu"),
+    *(("nemo-24.07-perf", name) for name in NEMO_2407),
     ("megatron-bridge-25.11-perf", "llama3_8b-dgx-b200-fp8-cs-8gpu"),
     ("nemo-long-context", "llama3-8b-b200-seq1024k-256gpu"),
     ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp"),
@@ -137,7 +141,9 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       cp_overlap=run.source not in ALL_GATHER_CP,
                                       precision=planner_precision(r),
                                       compile=fused(label, r),
-                                      recompute_every=recompute_every(r))
+                                      recompute_every=recompute_every(r),
+                                      main_grad_bytes=main_grad_bytes(r),
+                                      pp_overlap=label == "megatron-bridge" and v > 1)
                         out.append((lay, tr))
     return out
 

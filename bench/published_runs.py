@@ -187,6 +187,12 @@ def micro_batches(r: dict) -> list[int]:
     return [1, 2, 4, 8]
 
 
+def main_grad_bytes(r: dict) -> int:
+    """Bytes per parameter of the accumulated gradients: 2 where the recipe reduces them in
+    BF16 (``grad_reduce_dtype``), else Megatron's fp32 main gradients."""
+    return 2 if str(r.get("grad_reduce_dtype", "fp32")).lower() in ("bf16", "fp16") else 4
+
+
 def recomputes(r: dict) -> list[str]:
     """The recomputation modes to try: the stated one when the planner has it, else all."""
     rc = str(r.get("recompute", ""))

@@ -22,6 +22,17 @@ Ampere (Dao 2023, FlashAttention-2: "50-73 % of the theoretical maximum FLOPs/s 
 0.35 on Hopper (Shah et al. 2024, FlashAttention-3: FlashAttention-2 "achieves only 35 %
 utilization on H100"), 3 us per kernel.
 
+FP8 GEMMs pay their BF16 output's write (2 bytes an element, at the roofline's HBM rate) on
+top of their main loop rather than under it: per tile the main loop's work halves in FP8 and
+the epilogue's (the output's write, with Transformer Engine's amax of it) does not, so a GEMM
+of inner size K runs at K / (K + K0) of its large-K rate, K0 = that rate / (HBM bandwidth x
+e_mem): H100 SXM 1,979 x 0.7375 / (3.35 x 0.8) = 545, B200 4,500 x 0.6293 / (8 x 0.8) = 442
+(the datasheets' peaks and bandwidths, ringtree/data/gpus.toml; fp8_gemm below). BF16 GEMMs
+are left as they are: their e_gemm was calibrated with their (half as large) epilogue inside
+it. torchao's H100 microbenchmark shows
+the size effect: FP8 over BF16 0.80x at M, K, N = 1024, 2048, 1024 and 1.39x at 4096, 8192,
+16384, casts included (torchao/float8/README.md, "Performance", pytorch/ao commit 0cf1281a).
+
 Attention ``flash`` (FlashAttention, fused, causal: half the scores computed) or ``unfused``
 (Megatron-LM before 2022: batched GEMMs for the scores and their product with the values,
 a fused scale-mask-softmax, dropout on the s x s scores: all of them full size, memory-bound).
@@ -80,12 +91,15 @@ class Efficiency:
 #: e_gemm per GPU generation, fitted by ``bench/plan_vs_published.py --fit`` on the runs it
 #: names as calibration runs (Ampere: Korthikanti et al. 2022's 22B; Hopper: the Megatron-LM
 #: README's 70B); the others are checks. fp8_gemm, fitted by ``bench/fit_compute.py``: Hopper on
-#: NVIDIA NeMo 24.07's DGX-H100 LLAMA2-70B FP8 row (64 GPUs, TP 4, PP 4, VP 20: 1,728
-#: tokens/s/GPU; docs/source/performance/performance_summary.md at commit 8e3d65dc), Blackwell
-#: on Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS row (8 GPUs: 30,624 tokens/s/GPU;
-#: docs/performance-summary.md at commit 2b8806b9). Megatron-Bridge publishes no dense BF16
-#: row on Blackwell: its BF16 e_gemm is tied to the FP8 one by Hopper's BF16/FP8 ratio
-#: (0.5841 / 0.7573) in the fit; its FlashAttention ``flash`` is fitted on NVIDIA NeMo's
+#: the twelve FP8 rows of NVIDIA NeMo 24.07's DGX-H100 table (GPT3 5B-175B, Llama 2/3, Nemotron
+#: 8B-340B on 8-512 GPUs; docs/source/performance/performance_summary.md at commit 8e3d65dc),
+#: the value minimising their mean |error| with the output's write priced (module doc; one
+#: row, Llama 2 70B, without it gave 0.7573: its layout's exposed TP and pipeline transfers
+#: taken into the GEMMs' rate, the TP-free rows of the table 18 % too fast), Blackwell on
+#: Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS row (8 GPUs: 30,624 tokens/s/GPU;
+#: docs/performance-summary.md at commit 2b8806b9). Megatron-Bridge publishes no
+#: dense BF16 row on Blackwell: its BF16 e_gemm is tied to the FP8 one by Hopper's BF16/FP8
+#: ratio (0.5841 / 0.7375) in the fit; its FlashAttention ``flash`` is fitted on NVIDIA NeMo's
 #: long-sequence LLAMA3-8B (FP8) - B200 row at 1024K tokens (256 GPUs, TP 4, CP 16: 1,608
 #: TFLOP/s/GPU, attention 97 % of the FLOPs; performance_long_sequence.md at commit
 #: 14d427f5), the two fitted in turn. Volta and Ada are not calibrated: they take Hopper's
@@ -93,9 +107,9 @@ class Efficiency:
 GENERATION: dict[str, Efficiency] = {
     "ampere": Efficiency(0.7214, flash=0.6, source="fitted on Korthikanti et al. 2022, 175B"),
     "hopper": Efficiency(0.5841, flash=0.35, source="fitted on the Megatron-LM README, 70B",
-                         fp8_gemm=0.7573),
+                         fp8_gemm=0.7375),
     "blackwell": Efficiency(
-        0.4548, flash=0.4177, fp8_gemm=0.5896,
+        0.4984, flash=0.4180, fp8_gemm=0.6293,
         source="FP8 fitted on Megatron-Bridge 25.11 DGX-B200 Llama 3 8B (BF16 tied by "
         "Hopper's BF16/FP8 ratio: no BF16 row published), FlashAttention on NeMo's B200 "
         "Llama 3 8B at 1M tokens"),
@@ -144,21 +158,25 @@ class Device:
     def gemm_s(self, m: float, n: float, k: float, batch: float = 1, fp8: bool = False,
                pad: bool = False) -> float:
         """One (batched) GEMM: ``batch`` products (m x k) @ (k x n) in bf16, or with FP8
-        inputs (1 byte each) on the FP8 peak; with ``pad``, each product's rows computed in
-        whole tiles (module doc)."""
+        inputs (1 byte each) on the FP8 peak plus the write of its BF16 output (module doc);
+        with ``pad``, each product's rows computed in whole tiles
+        (module doc)."""
         if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
             return 0.0
         rows = math.ceil(m / TILE_M) * TILE_M if pad else m
         flops = 2 * batch * rows * n * k
         waves = batch * math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / self.sms
         tail = waves / (waves + 0.5)
+        bw = self.hbm_Bps * self.eff.memory
         if fp8:
             rate = self.fp8_flops * (self.eff.fp8_gemm or self.eff.gemm)
             moved = batch * (m * k + k * n + 2 * m * n)
+            # the BF16 output tiles' write after each tile's main loop (module doc)
+            compute = flops / (rate * tail) + 2 * batch * rows * n / bw
         else:
             rate, moved = self.peak_flops * self.eff.gemm, 2 * batch * (m * k + k * n + m * n)
-        compute = flops / (rate * tail)
-        return max(compute, moved / (self.hbm_Bps * self.eff.memory)) + self.eff.kernel_s
+            compute = flops / (rate * tail)
+        return max(compute, moved / bw) + self.eff.kernel_s
 
     def linear_s(self, m: float, n: float, k: float) -> tuple[float, float, float]:
         """A linear layer's forward GEMM (m x k) @ (k x n) at the device's precision, and the

@@ -74,6 +74,13 @@ class Training:
     compile: fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile), as
     the calibration runs had; False: eager PyTorch, its compute
     :data:`ringtree.plan.compute.EAGER` times slower.
+    pp_overlap: the interleaved schedule's pipeline sends overlap the next chunk's compute
+    (Megatron-Core's ``overlap_p2p_comm``, which Megatron-Bridge sets whenever pp > 1 and
+    v > 1: src/megatron/bridge/training/comm_overlap.py at commit 0685ff5d); False: every
+    micro-batch waits for them. No effect when v = 1.
+    main_grad_bytes: bytes per parameter of the gradients accumulated and reduced: 4 (fp32
+    main gradients, Megatron-LM's default for BF16) or 2 (16-bit, Megatron-Core's
+    ``grad_reduce_in_fp32=False``: NeMo's ``optim.grad_sync_dtype: bf16``).
     """
 
     itemsize: int = 2
@@ -99,6 +106,7 @@ class Training:
     pp_overlap: bool = False
     recompute_every: int = 1
     ep_overlap: bool = False
+    main_grad_bytes: int = 4
 
 
 @dataclass(frozen=True)

@@ -270,7 +270,8 @@ class _Scorer:
         for f in g.flavors:
             lay = g.layout(f)
             states = get(("s", f, *base), lambda lay=lay: sum(
-                state_memory(model, lay, tr.itemsize, tr.framework, tr.precision)))
+                state_memory(model, lay, tr.itemsize, tr.framework, tr.precision,
+                             tr.main_grad_bytes)))
             if states <= limit:  # type: ignore[operator]
                 fitting.append((f, lay))
         if not fitting:
