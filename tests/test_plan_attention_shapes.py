@@ -56,6 +56,14 @@ def test_windowed_flops_by_hand():
     assert recompute_flops(OSS, 2, SELECTIVE) == pytest.approx(2 * attention)
 
 
+def test_gpt_oss_counts_as_its_model_card():
+    # OpenAI's gpt-oss model card, Table 1: 116.83B parameters, 5.13B active (the card's active
+    # count leaves out the input embedding); biases are not counted here
+    m = OSS.with_overrides(layers=36)
+    assert m.params == pytest.approx(116.83e9, rel=1e-3)
+    assert active_params(m) - 201088 * 2880 == pytest.approx(5.13e9, rel=2e-3)
+
+
 def test_ordinary_attention_is_unchanged():
     m = get_model("llama3-8b")
     assert attention_params(m) == 2 * 4096 * 4096 + 2 * 4096 * 8 * 128
@@ -65,7 +73,8 @@ def test_ordinary_attention_is_unchanged():
 
 def test_a_window_makes_attention_cheaper_but_not_free():
     sl = Slice(4096, 4096, 1, False, 8, "flash")
-    plain = Model(**{**OSS.__dict__, "window": 0, "window_every": 0})
+    plain = OSS.with_overrides(window=0, window_every=0)
+    assert plain.windowed_layers == 0 and plain.params == count_params(OSS)
     windowed, full = layer_time(OSS, sl, H100, True), layer_time(plain, sl, H100, True)
     assert windowed.attention_fwd < full.attention_fwd
     # half the layers still attend over 4,096 keys (causal: 2,048 on average): about half

@@ -89,7 +89,8 @@ class Model:
         for key, value in changes.items():
             if key not in names:
                 raise RingtreeError(f"unknown model field {key!r}")
-            low = 0 if key in ("shared_experts", "dense_layers") else 1
+            low = 0 if key in ("shared_experts", "dense_layers", "kv_lora_rank", "rope_dim",
+                               "window", "window_every") else 1
             if value < low:
                 raise RingtreeError(f"model {key} must be >= {low}, got {value}")
         if params is not None and params < 1:
