@@ -92,8 +92,8 @@ def _placement_flags(c: argparse._ArgumentGroup) -> None:
 _OVERLAPS = (
     ("--tp-comm-overlap", "the forward's TP collectives overlap the GEMMs (Megatron "
      "--tp-comm-overlap, Transformer Engine userbuffers; torchtitan async TP)"),
-    ("--pp-overlap", "pipeline sends overlap the next chunk's compute (Megatron-Core "
-     "--overlap-p2p-communication)"),
+    ("--pp-overlap", "interleaved pipeline sends overlap the next chunk's compute "
+     "(Megatron-Core --overlap-p2p-communication; no effect with v = 1)"),
     ("--ep-overlap", "expert all-to-alls overlap the adjacent micro-batch (Megatron-Core "
      "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe)"),
 )

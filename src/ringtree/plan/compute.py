@@ -33,6 +33,9 @@ it. torchao's H100 microbenchmark shows
 the size effect: FP8 over BF16 0.80x at M, K, N = 1024, 2048, 1024 and 1.39x at 4096, 8192,
 16384, casts included (torchao/float8/README.md, "Performance", pytorch/ao commit 0cf1281a).
 
+Multi-head latent attention (DeepSeek-V3) runs its five projections as GEMMs; a sliding-window
+layer (GPT-OSS) runs FlashAttention over its window, at the rate of that many keys.
+
 Attention ``flash`` (FlashAttention, fused, causal: half the scores computed) or ``unfused``
 (Megatron-LM before 2022: batched GEMMs for the scores and their product with the values,
 a fused scale-mask-softmax, dropout on the s x s scores: all of them full size, memory-bound).
@@ -46,6 +49,7 @@ from dataclasses import dataclass
 from ringtree.cost.clusters import Gpu
 from ringtree.errors import RingtreeError
 from ringtree.plan.model import Model
+from ringtree.plan.moe import permute_bytes, permute_passes
 from ringtree.plan.precision import BF16, FP8, cast_bytes, check_precision
 
 FLASH, UNFUSED = "flash", "unfused"
@@ -278,7 +282,9 @@ def _experts(acc: _Sum, m: Model, sl: Slice, dev: Device) -> None:
     _mlp(acc, dev, per_expert, h, m.expert_ffn, sl.tp, m.gated, m.experts // sl.ep)
     if m.shared_experts:
         _mlp(acc, dev, t, h, m.shared_experts * m.expert_ffn, sl.tp, m.gated)
-    acc.other += dev.memory_s(2 * 2 * 2 * t * m.top_k * cf * h, kernels=2)  # (un)permute
+    local = m.experts // sl.ep
+    acc.other += dev.memory_s(permute_bytes(t, m.top_k, h, local, sl.ep, cf),
+                              kernels=permute_passes(local, sl.ep))
 
 
 def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime:
@@ -288,8 +294,7 @@ def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime
     q, kvd = m.heads * m.dim, m.kv * m.dim
     local = t / tp if sl.sp else t  # tokens of norms and residuals on this GPU
     acc = _Sum()
-    acc.linear(dev, t, (q + 2 * kvd) / tp, h)  # QKV
-    acc.linear(dev, t, h, q / tp)  # attention output
+    _projections(acc, m, sl, dev)
     if moe:
         _experts(acc, m, sl, dev)
     else:
@@ -307,13 +312,41 @@ def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime
     return LayerTime(e * forward, e * backward, e * att_f, e * acc.gemm)
 
 
+def _projections(acc: _Sum, m: Model, sl: Slice, dev: Device) -> None:
+    """Attention's input and output projections: QKV and output; with MLA (DeepSeek-V3's
+    modelling code) the queries' down (r_q) and up projections, the keys/values' down
+    projection to r_kv plus the shared rotary key (not split by TP), their up projection to
+    the heads' keys and values, the output."""
+    h, t, tp, a = m.hidden, sl.tokens, sl.tp, m.heads
+    assert h and a
+    if m.mla:
+        rq = m.q_lora_rank
+        if rq:
+            acc.linear(dev, t, rq, h)
+        acc.linear(dev, t, a * m.qk_dim / tp, rq or h)
+        acc.linear(dev, t, m.kv_lora_rank + m.rope_dim, h)
+        acc.linear(dev, t, a * (m.dim + m.v_dim) / tp, m.kv_lora_rank)
+        acc.linear(dev, t, h, a * m.v_dim / tp)
+        return
+    q, kvd = a * m.dim, m.kv * m.dim
+    acc.linear(dev, t, (q + 2 * kvd) / tp, h)  # QKV
+    acc.linear(dev, t, h, q / tp)  # attention output
+
+
 def attention_time(m: Model, sl: Slice, dev: Device) -> tuple[float, float]:
     """Forward and backward seconds of attention's scores and their product with the values
-    (BF16 whatever the precision: FlashAttention, or Megatron's unfused kernels)."""
-    q, heads = m.heads * m.dim, m.heads / sl.tp  # type: ignore[operator]
+    (BF16 whatever the precision: FlashAttention, or Megatron's unfused kernels), averaged
+    over the layers: a windowed layer's FlashAttention computes each query against at most
+    ``window`` keys, at the rate of that many keys."""
+    heads = m.heads / sl.tp  # type: ignore[operator]
     t = sl.tokens
     if sl.attention == FLASH:
-        att_f = dev.flash_s(4 * t * sl.keys * q / sl.tp / 2, sl.keys)  # causal: half
+        per_key = 2 * t * heads * (m.qk_dim + m.v_dim)
+        att_f = dev.flash_s(per_key * sl.keys / 2, sl.keys)  # causal: half
+        share = m.windowed_layers / m.layers if m.layers else 0.0
+        if share:
+            w = min(m.window, sl.keys)
+            att_f = (1 - share) * att_f + share * dev.flash_s(per_key * w, w)
         return att_f, FLASH_BACKWARD * att_f
     scores = t * sl.keys * heads  # elements of the s x s scores on this GPU
     bmm = dev.gemm_s(t, sl.keys, m.dim, heads) + dev.gemm_s(t, m.dim, sl.keys, heads)

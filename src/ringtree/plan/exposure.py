@@ -8,7 +8,7 @@ Each op of the step is priced (its full calls and its last) on its group; then:
 - with the compute model, every micro-batch waits for its TP, CP, EP and pipeline transfers,
   less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives),
   forward GEMMs (the forward's, with ``tp_comm_overlap``), attention (ring attention's
-  transfers), the next chunk's compute (the pipeline's sends, with ``pp_overlap``) and the
+  transfers), the next chunk's compute (the interleaved pipeline's sends, ``pp_overlap``) and the
   adjacent micro-batch's other pass (the expert all-to-alls, with ``ep_overlap``); the DP
   collectives hide behind one micro-batch's forward or backward on the busiest stage (or
   none, or also the next forward: ``dp_overlap``); the pipeline runs (m + (p - 1)/v)
@@ -180,7 +180,7 @@ def per_micro_batch(
         hide = mb.layers * per_layer.get(op.window or "", 0.0)
         if op.window in (ATTENTION, FGEMM):
             hide *= 1 + again
-        if op.group == PP and training.pp_overlap:  # behind the next chunk's compute
+        if op.group == PP and training.pp_overlap and layout.v > 1:  # the next chunk's compute
             hide = mb.forward + mb.backward
         if op.kind == ALL_TO_ALL and training.ep_overlap:  # behind the adjacent micro-batch's
             hide = mb.backward if op.phase == FORWARD else mb.forward  # other pass

@@ -51,9 +51,6 @@ class Training:
     tp_comm_overlap: the forward's TP collectives overlap the layer's forward GEMMs (Megatron-LM's
     --tp-comm-overlap with Transformer Engine's userbuffers, NeMo's default on H100; torchtitan's
     async TP): each layer hides up to its GEMMs' time, as long as its weight gradients'.
-    pp_overlap: the pipeline's sends overlap the next chunk's compute (Megatron-Core's
-    --overlap-p2p-communication, on by default with interleaving in NeMo's recipes); False:
-    every micro-batch waits for them.
     ep_overlap: the expert all-to-alls of one micro-batch overlap the adjacent micro-batch's
     other pass (Megatron-Core v0.14's combined 1F1B, --overlap-moe-expert-parallel-comm;
     DeepSeek-V3's DualPipe): the forward's hide behind a backward, the backward's behind a
