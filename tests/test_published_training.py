@@ -152,7 +152,9 @@ def test_each_field_is_read_as_stated():
     assert pr.micro_batches({"local_batch": 16}) == [16]
     assert pr.micro_batches({"local_batch": 32, "pp": 8}) == [1, 2, 4, 8]
     assert pr.framework("bloom176b", {}) == "deepspeed"
-    assert pr.planner_framework("torchtitan") == "megatron"
+    assert pr.planner_framework("torchtitan") == "fsdp"  # PyTorch FSDP frameworks
+    assert pr.planner_framework("megatron-bridge") == "megatron"
+    assert pr.ERA["llm-foundry-mpt"][0] == "triton"  # attn_impl: triton
 
 
 def test_placements_keep_every_gpu():
@@ -227,9 +229,9 @@ def test_count_lifts_only_the_named_reasons(comparison):
     assert mod.lift("FP8: x; torch.compile's y", ("FP8",)) == "torch.compile's y"
     assert mod.lift("FP8: x", ("FP8",)) is None and mod.lift(None, ()) is None
     runs, skipped = mod.load()
-    lifted = mod.compare(runs, skipped, dict(GENERATION), ("FSDP as PyTorch",))
+    lifted = mod.compare(runs, skipped, dict(GENERATION), ("sliding-window",))
     alone = doc["outside_for_one_reason"]
-    fsdp = next(v for k, v in alone.items() if k.startswith("FSDP as PyTorch"))
+    window = next(v for k, v in alone.items() if k.startswith("sliding-window"))
     # the runs outside for that reason alone, and only they, join the counted ones
-    assert lifted["counted"] == doc["counted"] + fsdp["runs"]
-    assert lifted["left_out"] == doc["left_out"] - fsdp["runs"]
+    assert lifted["counted"] == doc["counted"] + window["runs"]
+    assert lifted["left_out"] == doc["left_out"] - window["runs"]

@@ -36,7 +36,8 @@ class Training:
     steps_per_second: for the per-day figure (None: 1 / step time).
     recompute: activation recomputation, none | selective | full | op (torchtitan's op-level
     selective checkpointing, :mod:`ringtree.plan.checkpointing`).
-    attention: ``flash`` (FlashAttention) or ``unfused`` (Megatron-LM before 2022).
+    attention: ``flash`` (FlashAttention-2 and later), ``triton`` (the Triton FlashAttention of
+    2022, llm-foundry's MPT) or ``unfused`` (Megatron-LM before 2022).
     dp_overlap: ``backward`` (gradients hide behind the backward, ZeRO-1/2's parameter
     gathers after the optimizer step do not), ``full`` (those hide behind the next forward,
     Megatron's --overlap-param-gather) or ``none`` (every DP collective after the backward).
