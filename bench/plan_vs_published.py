@@ -64,6 +64,7 @@ from published_runs import (  # noqa: E402
     MODERN,
     NO_SP,
     NO_TP_OVERLAP,
+    TRAIN_METRICS,
     Run,
     described,
     dp_degree,
@@ -137,7 +138,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       cp_overlap=run.source not in ALL_GATHER_CP,
                                       precision=planner_precision(r),
                                       compile=fused(label, r),
-                                      recompute_every=recompute_every(r))
+                                      recompute_every=recompute_every(r),
+                                      train_metrics=TRAIN_METRICS.get(label, 0))
                         out.append((lay, tr))
     return out
 

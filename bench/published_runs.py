@@ -128,6 +128,12 @@ def planner_framework(label: str) -> str:
     return "fsdp" if label in PYTORCH_FSDP else "megatron"
 
 
+#: Cross-entropy train metrics each framework computes on every micro-batch's logits
+#: (``Training.train_metrics``): llm-foundry's MPT keeps LanguageCrossEntropy and
+#: LanguagePerplexity (llmfoundry/models/mpt/modeling_mpt.py at b2a43a147: ``use_train_metrics``
+#: defaults to True; the benchmark yamls do not set it), which Composer updates after every
+#: micro-batch's backward.
+TRAIN_METRICS = {"llm-foundry": 2}
 #: Frameworks that shard with PyTorch's FSDP/FSDP2.
 PYTORCH_FSDP = ("torchtitan", "llm-foundry", "nemo-automodel")
 

@@ -72,6 +72,8 @@ class Training:
     in the critical path", Dubey et al. 2024, section 3.3.2).
     precision: the linear layers' GEMMs, ``bf16``, ``fp16`` or ``fp8`` (Transformer Engine's
     recipe: :mod:`ringtree.plan.precision`); ``itemsize`` stays the 16-bit weights' 2.
+    train_metrics: cross-entropy metrics computed on every micro-batch's logits beside the loss
+    (Composer's train metrics: llm-foundry's MPT keeps two, :mod:`ringtree.plan.frameworks`).
     compile: fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile), as
     the calibration runs had; False: eager PyTorch, its compute
     :data:`ringtree.plan.compute.EAGER` times slower.
@@ -100,6 +102,7 @@ class Training:
     pp_overlap: bool = False
     recompute_every: int = 1
     ep_overlap: bool = False
+    train_metrics: int = 0
 
 
 @dataclass(frozen=True)
