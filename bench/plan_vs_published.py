@@ -64,6 +64,7 @@ from published_runs import (  # noqa: E402
     MODERN,
     NO_SP,
     NO_TP_OVERLAP,
+    TRAIN_METRICS,
     Run,
     described,
     dp_degree,
@@ -143,7 +144,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       compile=fused(label, r),
                                       recompute_every=recompute_every(r),
                                       main_grad_bytes=main_grad_bytes(r),
-                                      pp_overlap=label == "megatron-bridge" and v > 1)
+                                      pp_overlap=label == "megatron-bridge" and v > 1,
+                                      train_metrics=TRAIN_METRICS.get(label, 0))
                         out.append((lay, tr))
     return out
 

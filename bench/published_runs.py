@@ -29,7 +29,7 @@ from ringtree.plan.strategy import Layout
 
 HERE = Path(__file__).resolve().parent / "published_training"
 #: Settings the era of each source fixes: attention kernels, DP overlap, dropout. Sources not
-#: named (2024 and later: Megatron-Core, NeMo, torchtitan, llm-foundry) use FlashAttention,
+#: named (2024 and later: Megatron-Core, NeMo, torchtitan) use FlashAttention,
 #: overlap data-parallel communication with the backward and train without dropout.
 ERA = {
     "narayanan2021": ("unfused", "none", True),
@@ -39,6 +39,11 @@ ERA = {
     "megascale2024": ("unfused", "none", True),
     "megatron-lm-readme": ("flash", "full", True),
     "llama3": ("flash", "full", False),
+    # llm-foundry's benchmark sweep (scripts/train/benchmarking/submit_benchmarks.py at
+    # 5e85bd62d: --attn_impl defaults to 'triton', and sweep.sh never sets it): the Triton
+    # FlashAttention of 2022 (llmfoundry/models/layers/flash_attn_triton.py); no dropout
+    # (attn_pdrop, resid_pdrop, emb_pdrop 0.0 in configuration_mpt.py at b2a43a147)
+    "llm-foundry-mpt": ("triton", "full", False),
 }
 MODERN = ("flash", "full", False)
 EXCLUDED = {
@@ -123,6 +128,12 @@ def planner_framework(label: str) -> str:
     return "fsdp" if label in PYTORCH_FSDP else "megatron"
 
 
+#: Cross-entropy train metrics each framework computes on every micro-batch's logits
+#: (``Training.train_metrics``): llm-foundry's MPT keeps LanguageCrossEntropy and
+#: LanguagePerplexity (llmfoundry/models/mpt/modeling_mpt.py at b2a43a147: ``use_train_metrics``
+#: defaults to True; the benchmark yamls do not set it), which Composer updates after every
+#: micro-batch's backward.
+TRAIN_METRICS = {"llm-foundry": 2}
 #: Frameworks that shard with PyTorch's FSDP/FSDP2.
 PYTORCH_FSDP = ("torchtitan", "llm-foundry", "nemo-automodel")
 

@@ -155,6 +155,7 @@ def test_each_field_is_read_as_stated():
     assert pr.planner_framework("torchtitan") == "fsdp"
     assert pr.planner_framework("llm-foundry") == "fsdp"
     assert pr.planner_framework("megatron-bridge") == "megatron"
+    assert pr.ERA["llm-foundry-mpt"][0] == "triton"  # attn_impl: triton
 
 
 def test_placements_keep_every_gpu():
@@ -230,8 +231,8 @@ def test_count_lifts_only_the_named_reasons(comparison):
     assert mod.lift("FP8: x", ("FP8",)) is None and mod.lift(None, ()) is None
     runs, skipped = mod.load()
     alone = doc["outside_for_one_reason"]
-    reason, fsdp = max(alone.items(), key=lambda kv: kv[1]["runs"])  # the commonest
+    reason, window = max(alone.items(), key=lambda kv: kv[1]["runs"])  # the commonest
     lifted = mod.compare(runs, skipped, dict(GENERATION), (reason,))
     # the runs outside for that reason alone, and only they, join the counted ones
-    assert lifted["counted"] == doc["counted"] + fsdp["runs"]
-    assert lifted["left_out"] == doc["left_out"] - fsdp["runs"]
+    assert lifted["counted"] == doc["counted"] + window["runs"]
+    assert lifted["left_out"] == doc["left_out"] - window["runs"]

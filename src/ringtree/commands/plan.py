@@ -133,7 +133,8 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                    help="with --recompute full: checkpoint every K-th layer only (torchtitan's "
                    "selective_ac_option K; default 1: every layer)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
-                   help="flash (FlashAttention) or unfused (Megatron before 2022)")
+                   help="flash (FlashAttention-2+), triton (Triton FlashAttention of 2022: "
+                   "llm-foundry MPT) or unfused (Megatron before 2022)")
     t.add_argument("--dp-overlap", choices=DP_OVERLAP, default="backward",
                    help="what DP collectives hide behind (backward)")
     t.add_argument("--framework", choices=FRAMEWORKS, default="megatron",

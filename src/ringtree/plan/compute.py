@@ -36,9 +36,12 @@ the size effect: FP8 over BF16 0.80x at M, K, N = 1024, 2048, 1024 and 1.39x at 
 Multi-head latent attention (DeepSeek-V3) runs its five projections as GEMMs; a sliding-window
 layer (GPT-OSS) runs FlashAttention over its window, at the rate of that many keys.
 
-Attention ``flash`` (FlashAttention, fused, causal: half the scores computed) or ``unfused``
-(Megatron-LM before 2022: batched GEMMs for the scores and their product with the values,
-a fused scale-mask-softmax, dropout on the s x s scores: all of them full size, memory-bound).
+Attention ``flash`` (FlashAttention-2 and later, fused, causal: half the scores computed),
+``triton`` (the Triton FlashAttention of 2022 that llm-foundry's MPT ran as ``attn_impl:
+triton``: the same work, :data:`TRITON_FORWARD` times the forward's time and
+:data:`TRITON_BACKWARD` times the backward's) or ``unfused`` (Megatron-LM before 2022: batched
+GEMMs for the scores and their product with the values, a fused scale-mask-softmax, dropout on
+the s x s scores: all of them full size, memory-bound).
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ from ringtree.plan.model import Model
 from ringtree.plan.moe import permute_bytes, permute_passes
 from ringtree.plan.precision import BF16, FP8, cast_bytes, check_precision
 
-FLASH, UNFUSED = "flash", "unfused"
-ATTENTION = (FLASH, UNFUSED)
+FLASH, UNFUSED, TRITON = "flash", "unfused", "triton"
+ATTENTION = (FLASH, UNFUSED, TRITON)
+#: Fused attention kernels (no s x s scores in memory).
+FUSED_ATTENTION = (FLASH, TRITON)
 #: SMs per GPU generation (NVIDIA whitepapers: V100 80, A100 108, H100 SXM 132, B200 148,
 #: L40S 142); a GEMM's tiles are spread over them.
 SMS = {"volta": 80, "ampere": 108, "hopper": 132, "blackwell": 148, "ada": 142}
@@ -67,6 +72,14 @@ FLASH_BACKWARD = 2.5
 #: SeqLen, Dhead) ... flash_v3-tflops": 430.32, 517.099, 565.544, 590.233, 614.234, 620.73
 #: TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k; the fit gives 630 x s / (s + 235) within 1 %).
 FLASH_HALF_KEYS = 235
+#: The Triton FlashAttention of 2022 (flash_attn/flash_attn_triton.py, which llm-foundry copied
+#: as llmfoundry/models/layers/flash_attn_triton.py and ran as ``attn_impl: triton``) against
+#: FlashAttention-2 (the ``flash`` rate): "FlashAttention-2 is around 1.3-1.5x faster than
+#: FlashAttention in Triton in the forward pass and around 2x faster in the backward pass"
+#: (Dao 2023, arXiv 2307.08691, Sec. 4.1, A100 80GB SXM4, head dims 64 and 128, 512-16k
+#: tokens); the forward takes the middle of that range.
+TRITON_FORWARD = 1.4
+TRITON_BACKWARD = 2.0
 #: An eager PyTorch step's compute over a compiled one's (``--no-compile``; the calibrated
 #: frameworks fuse their element-wise kernels, as torch.compile does): torchtitan's FSDP vs
 #: FSDP + torch.compile, docs/performance.md at commit eaea6f6a, Table 1 (Llama 3.1 8B, 8 H100s,
@@ -333,21 +346,30 @@ def _projections(acc: _Sum, m: Model, sl: Slice, dev: Device) -> None:
     acc.linear(dev, t, h, q / tp)  # attention output
 
 
+def backward_over_forward(attention: str) -> float:
+    """Attention's backward over its forward time: FlashAttention's 2.5 (its Triton version's
+    x TRITON_BACKWARD / TRITON_FORWARD), about 2 for the unfused kernels."""
+    if attention == TRITON:
+        return FLASH_BACKWARD * TRITON_BACKWARD / TRITON_FORWARD
+    return FLASH_BACKWARD if attention == FLASH else 2.0
+
+
 def attention_time(m: Model, sl: Slice, dev: Device) -> tuple[float, float]:
     """Forward and backward seconds of attention's scores and their product with the values
-    (BF16 whatever the precision: FlashAttention, or Megatron's unfused kernels), averaged
-    over the layers: a windowed layer's FlashAttention computes each query against at most
-    ``window`` keys, at the rate of that many keys."""
+    (BF16 whatever the precision: FlashAttention, Triton's of 2022, or Megatron's unfused
+    kernels), averaged over the layers: a windowed layer's FlashAttention computes each query
+    against at most ``window`` keys, at the rate of that many keys."""
     heads = m.heads / sl.tp  # type: ignore[operator]
     t = sl.tokens
-    if sl.attention == FLASH:
+    if sl.attention in FUSED_ATTENTION:
         per_key = 2 * t * heads * (m.qk_dim + m.v_dim)
         att_f = dev.flash_s(per_key * sl.keys / 2, sl.keys)  # causal: half
         share = m.windowed_layers / m.layers if m.layers else 0.0
         if share:
             w = min(m.window, sl.keys)
             att_f = (1 - share) * att_f + share * dev.flash_s(per_key * w, w)
-        return att_f, FLASH_BACKWARD * att_f
+        fwd, bwd = (TRITON_FORWARD, TRITON_BACKWARD) if sl.attention == TRITON else (1.0, 1.0)
+        return fwd * att_f, bwd * FLASH_BACKWARD * att_f
     scores = t * sl.keys * heads  # elements of the s x s scores on this GPU
     bmm = dev.gemm_s(t, sl.keys, m.dim, heads) + dev.gemm_s(t, m.dim, sl.keys, heads)
     softmax = dev.memory_s(4 * scores)

@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ringtree.plan.compute import FLASH
+from ringtree.plan.compute import FLASH, FUSED_ATTENTION
 from ringtree.plan.flops import FULL, NONE, SELECTIVE
 from ringtree.plan.model import Model, attention_params, expert_params, mlp_params
 from ringtree.plan.precision import BF16, FP8, FP8_WEIGHT_BYTES, fp8_saved_activation
@@ -137,7 +137,7 @@ def activation_bytes_per_layer(
     per = (replicated / t if sp else replicated) + split / t
     if precision == FP8:
         per -= fp8_saved_activation(h, inner, t, sp) / h
-    if attention != FLASH and recompute != SELECTIVE:
+    if attention not in FUSED_ATTENTION and recompute != SELECTIVE:
         per += (5 if m.dropout else 2) * m.heads * m.seq_len / (h * t)
     return sbh * per
 

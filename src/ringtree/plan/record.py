@@ -36,7 +36,8 @@ class Training:
     steps_per_second: for the per-day figure (None: 1 / step time).
     recompute: activation recomputation, none | selective | full | op (torchtitan's op-level
     selective checkpointing, :mod:`ringtree.plan.checkpointing`).
-    attention: ``flash`` (FlashAttention) or ``unfused`` (Megatron-LM before 2022).
+    attention: ``flash`` (FlashAttention-2 and later), ``triton`` (the Triton FlashAttention of
+    2022, llm-foundry's MPT) or ``unfused`` (Megatron-LM before 2022).
     dp_overlap: ``backward`` (gradients hide behind the backward, ZeRO-1/2's parameter
     gathers after the optimizer step do not), ``full`` (those hide behind the next forward,
     Megatron's --overlap-param-gather) or ``none`` (every DP collective after the backward).
@@ -68,6 +69,8 @@ class Training:
     in the critical path", Dubey et al. 2024, section 3.3.2).
     precision: the linear layers' GEMMs, ``bf16``, ``fp16`` or ``fp8`` (Transformer Engine's
     recipe: :mod:`ringtree.plan.precision`); ``itemsize`` stays the 16-bit weights' 2.
+    train_metrics: cross-entropy metrics computed on every micro-batch's logits beside the loss
+    (Composer's train metrics: llm-foundry's MPT keeps two, :mod:`ringtree.plan.frameworks`).
     compile: fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile), as
     the calibration runs had; False: eager PyTorch, its compute
     :data:`ringtree.plan.compute.EAGER` times slower.
@@ -104,6 +107,7 @@ class Training:
     recompute_every: int = 1
     ep_overlap: bool = False
     main_grad_bytes: int = 4
+    train_metrics: int = 0
 
 
 @dataclass(frozen=True)
