@@ -310,7 +310,7 @@ UNEXPLAINED_WHY = {
 
 
 def _unexplained_why(source: str, r: dict) -> str | None:
-    err = UNEXPLAINED.get((source, r["name"]))
+    err = UNEXPLAINED.get((source, r.get("name")))
     if err is None:
         return None
     return f"{UNEXPLAINED_WHY[source]} (predicted {err})"

@@ -236,3 +236,12 @@ def test_count_lifts_only_the_named_reasons(comparison):
     # the runs outside for that reason alone, and only they, join the counted ones
     assert lifted["counted"] == doc["counted"] + window["runs"]
     assert lifted["left_out"] == doc["left_out"] - window["runs"]
+
+
+def test_each_unexplained_run_exists_and_is_shown_with_its_error(comparison):
+    _, doc = comparison
+    shown = {(r["source"], r["name"]): r for r in doc["left_out_runs"]}
+    for key, err in pr.UNEXPLAINED.items():
+        r = shown[key]  # a run of the data, shown outside the model
+        assert r["why"].endswith(f"(predicted {err})")
+        assert r.get("error") is not None and f"{r['error']:+.0%}" == err.replace(" ", "")
