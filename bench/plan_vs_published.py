@@ -64,16 +64,22 @@ from published_runs import (  # noqa: E402
     MODERN,
     NO_SP,
     NO_TP_OVERLAP,
+    TRAIN_METRICS,
     Run,
     described,
     dp_degree,
     flavors,
     framework,
+    fused,
     global_batch,
+    hsdp_shard,
     load,
+    main_grad_bytes,
     micro_batches,
     outside,
     planner_framework,
+    planner_precision,
+    recompute_every,
     recomputes,
 )
 
@@ -83,6 +89,20 @@ __all__ = ["HERE", "Run", "load", "outside"]
 CALIBRATION = {
     "ampere": ("korthikanti2022", "175b-selective-sp"),
     "hopper": ("megatron-lm-readme", "gpt-70b"),
+}
+#: Runs the compute model's other constants were fitted on (bench/fit_compute.py: FP8 GEMMs
+#: on Hopper (every NeMo 24.07 row, jointly) and Blackwell, Blackwell's FlashAttention;
+#: ringtree.plan.compute.EAGER on torchtitan's eager/compiled pair): also ``"fit": true``.
+NEMO_2407 = ("gpt3-5b-64gpu", "gpt3-20b-64gpu", "gpt3-175b-128gpu", "gpt3-175b-512gpu",
+             "llama2-7b-8gpu", "llama2-13b-16gpu", "llama2-70b-64gpu", "nemotron-8b-64gpu",
+             "nemotron-22b-64gpu", "nemotron-340b-128gpu", "llama3-8b-8gpu", "llama3-70b-64gpu")
+FITTED = {
+    *(("nemo-24.07-perf", name) for name in NEMO_2407),
+    ("megatron-bridge-25.11-perf", "llama3_8b-dgx-b200-fp8-cs-8gpu"),
+    ("nemo-long-context", "llama3-8b-b200-seq1024k-256gpu"),
+    ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp"),
+    ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp-compile"),
+    ("narayanan2021", "zero3-174.6b-768gpu"),  # DeepSpeed ZeRO-3's slowdown (plan/frameworks.py)
 }
 
 
@@ -112,13 +132,20 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
     for flavor in flavors(run.source, r):
         for v in vs:
             for sp in sps:
-                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, ep if dp % ep == 0 else 1, v)
+                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, ep if dp % ep == 0 else 1, v,
+                             hsdp_shard(r))
                 for b in micro_batches(r):
                     for rc in recomputes(r):
                         tr = Training(micro_batch=b, global_batch=global_batch(r), recompute=rc,
                                       attention=attention, dp_overlap=overlap,
                                       framework=planner_framework(label), tp_overlap=tp_overlap,
-                                      cp_overlap=run.source not in ALL_GATHER_CP)
+                                      cp_overlap=run.source not in ALL_GATHER_CP,
+                                      precision=planner_precision(r),
+                                      compile=fused(label, r),
+                                      recompute_every=recompute_every(r),
+                                      main_grad_bytes=main_grad_bytes(r),
+                                      pp_overlap=label == "megatron-bridge" and v > 1,
+                                      train_metrics=TRAIN_METRICS.get(label, 0))
                         out.append((lay, tr))
     return out
 
@@ -260,7 +287,8 @@ def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
     planned, its predicted and published figures and the signed error."""
     out = {
         "source": run.source, "name": run.name, "run": run.name,
-        "fit": CALIBRATION.get(run.arch) == (run.source, run.name), "gpu": run.arch,
+        "fit": (CALIBRATION.get(run.arch) == (run.source, run.name)
+                or (run.source, run.name) in FITTED), "gpu": run.arch,
         **described(run.source, run.data),
         "published_s": run.published_s, "published_mfu": run.published_mfu,
         "published_tflops": run.published_tflops,

@@ -137,3 +137,20 @@ def test_deepspeed_zero3_with_a_given_compute_is_slowed_and_exposed_too():
     slow = step("zero3", model=m, training=replace(given, framework="deepspeed"))
     assert slow.comm_time_s == pytest.approx(frameworks.DEEPSPEED_ZERO3_SLOWDOWN * nccl.comm_time_s)
     assert slow.exposed_s == pytest.approx(slow.comm_time_s) and nccl.exposed_s < nccl.comm_time_s
+
+
+def test_composer_train_metrics_cost_their_bytes_per_logit_and_add_to_the_step():
+    # two fp32 cross-entropies over b s x V logits per micro-batch, 14 bytes and 3 kernels each
+    a100 = get_cluster("dgx-a100")
+    dev = Device.of(a100.gpu)
+    lay = Layout("zero3", 8, 1, 1)
+    tr = Training(micro_batch=2, global_batch=64, framework="fsdp", train_metrics=2)
+    m = 4  # micro-batches
+    logits = 2 * M7.seq_len * M7.vocab
+    want = m * (2 * 14 * logits / (a100.gpu.memory_bandwidth_GBps * 1e9 * 0.8) + 6 * 3e-6)
+    assert frameworks.metrics_s(M7, lay, tr, dev, m) == pytest.approx(want, rel=1e-12)
+    assert frameworks.metrics_s(M7, lay, replace(tr, train_metrics=0), dev, m) == 0.0
+    place = on_cluster(a100, 1)
+    with_metrics = plan(M7, place, lay, tr, with_verdict=False)
+    without = plan(M7, place, lay, replace(tr, train_metrics=0), with_verdict=False)
+    assert with_metrics.compute_s - without.compute_s == pytest.approx(want, rel=1e-9)

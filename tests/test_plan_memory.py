@@ -82,6 +82,10 @@ def test_model_states_mixed_precision(flavor, grads, opt):
     _, g_ds, _, _ = state_memory(m, Layout(flavor, 64, 1, 1), framework="deepspeed")
     # 16-bit gradients beside fp32 ones; ZeRO-3 reduces them into its fp32 partition (18 B)
     assert g_ds == pytest.approx(g * (4 if flavor == "zero3" else 6) / 4, rel=1e-9)
+    # gradients reduced in BF16 (Megatron-Core's grad_reduce_in_fp32=False): 2 bytes, the rest as is
+    w16, g16, o16, _ = state_memory(m, Layout(flavor, 64, 1, 1), main_grad_bytes=2)
+    assert (w16, o16) == (w, o)
+    assert g16 == pytest.approx(grads / 2 * psi, rel=1e-6)
 
 
 def test_megatron_distributed_optimizer_is_6_plus_12_over_d():

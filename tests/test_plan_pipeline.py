@@ -52,3 +52,33 @@ def test_bubble_fraction_and_megatrons_rule():
     check_schedule(8, 64, 3)
     with pytest.raises(RingtreeError, match="multiple of pp=8"):
         check_schedule(8, 12, 2)
+
+
+def _pp_sends(v, overlap):
+    from ringtree.cost.clusters import get_cluster
+    from ringtree.plan.placement import on_cluster
+    from ringtree.plan.planner import plan
+    from ringtree.plan.presets import get_model
+    from ringtree.plan.record import Training
+    from ringtree.plan.strategy import Layout
+
+    tr = Training(global_batch=64, pp_overlap=overlap)
+    lay = Layout("zero1", 2, 8, 2, True, v=v)
+    p = plan(get_model("70b"), on_cluster(get_cluster("dgx-h100"), 4), lay, tr, with_verdict=False)
+    (send,) = [c for c in p.to_json()["collectives"] if c["group"] == "pp"]
+    return send, p.step_time_s
+
+
+@pytest.mark.parametrize("v", [1, 2, 4])
+def test_overlapped_pipeline_sends_hide_only_under_interleaving(v):
+    # Megatron-Core's overlap_p2p_comm (set by Megatron-Bridge when pp > 1 and v > 1): the
+    # sends hide behind the micro-batch's compute, which on 70B with tp 8 is far longer
+    plain, step = _pp_sends(v, False)
+    hidden, step_o = _pp_sends(v, True)
+    assert plain["exposed_s"] == pytest.approx(plain["time_s"], rel=1e-9) and plain["time_s"] > 0
+    if v == 1:
+        assert hidden["exposed_s"] == plain["exposed_s"] and step_o == step
+    else:
+        assert hidden["exposed_s"] == 0.0
+        # the step loses the sends of its 32 micro-batches and the bubble's (p - 1) / v waits
+        assert step - step_o == pytest.approx(plain["exposed_s"] * (1 + 1 / (v * 32)), rel=1e-6)

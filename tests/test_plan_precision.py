@@ -35,14 +35,28 @@ def test_an_fp8_gemm_runs_at_the_fp8_peak_and_its_casts_move_four_bytes_an_eleme
     dev = Device.of(H100, precision=FP8)
     m = n = k = 16384
     waves = math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / 132
+    hbm = 3350e9 * 0.8
     want = 2 * m * n * k / (1979e12 * GENERATION["hopper"].fp8_gemm * waves / (waves + 0.5))
+    want += 2 * m * n / hbm  # the BF16 output's write after the main loop
     gemm, cast_f, cast_b = dev.linear_s(m, n, k)
     assert gemm == pytest.approx(want + 3e-6, rel=1e-9)
-    hbm = 3350e9 * 0.8
     assert cast_f == pytest.approx(4 * (m * k + k * n) / hbm + 2 * 3e-6, rel=1e-9)
     assert cast_b == pytest.approx(4 * m * n / hbm + 3e-6, rel=1e-9)
     # BF16 has no casts
     assert Device.of(H100).linear_s(m, n, k)[1:] == (0.0, 0.0)
+
+
+@given(st.integers(2048, 32768), st.integers(2048, 32768), st.sampled_from([256, 1024, 4096]))
+def test_an_fp8_gemm_runs_at_k_over_k_plus_k0_of_its_large_k_rate(m, n, k):
+    # K0 = the large-K FP8 rate / (HBM x e_mem): on H100 1,979e12 x fp8_gemm / (3,350e9 x 0.8)
+    dev = Device.of(H100, precision=FP8)
+    rate = 1979e12 * GENERATION["hopper"].fp8_gemm
+    k0 = rate / (3350e9 * 0.8)
+    waves = math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / 132
+    main = 2 * m * n * k / (rate * waves / (waves + 0.5))
+    got = dev.gemm_s(m, n, k, fp8=True) - 3e-6
+    assert got >= main * (k + k0 * waves / (waves + 0.5)) / k * (1 - 1e-9)
+    assert got <= max(main * (k + k0) / k, (m * k + k * n + 2 * m * n) / (3350e9 * 0.8)) * 1.000001
 
 
 @given(st.integers(4096, 32768), st.integers(4096, 32768), st.integers(4096, 32768))

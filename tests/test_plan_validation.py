@@ -39,7 +39,7 @@ def test_checked_runs_within_the_acceptance(bench, runs):
             continue
         errors.append(abs(bench.error(run, bench.predict(run, GENERATION[run.arch]))))
         gens.add(run.arch)
-    assert len(errors) >= 10 and gens == {"ampere", "hopper"}
+    assert len(errors) >= 10 and {"ampere", "hopper"} <= gens
     assert sum(errors) / len(errors) <= 0.10
     assert max(errors) <= 0.20
 

@@ -92,8 +92,8 @@ def _placement_flags(c: argparse._ArgumentGroup) -> None:
 _OVERLAPS = (
     ("--tp-comm-overlap", "the forward's TP collectives overlap the GEMMs (Megatron "
      "--tp-comm-overlap, Transformer Engine userbuffers; torchtitan async TP)"),
-    ("--pp-overlap", "pipeline sends overlap the next chunk's compute (Megatron-Core "
-     "--overlap-p2p-communication)"),
+    ("--pp-overlap", "interleaved pipeline sends overlap the next chunk's compute "
+     "(Megatron-Core --overlap-p2p-communication; no effect with v = 1)"),
     ("--ep-overlap", "expert all-to-alls overlap the adjacent micro-batch (Megatron-Core "
      "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe)"),
 )
@@ -133,7 +133,8 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                    help="with --recompute full: checkpoint every K-th layer only (torchtitan's "
                    "selective_ac_option K; default 1: every layer)")
     t.add_argument("--attention", choices=ATTENTION, default="flash",
-                   help="flash (FlashAttention) or unfused (Megatron before 2022)")
+                   help="flash (FlashAttention-2+), triton (Triton FlashAttention of 2022: "
+                   "llm-foundry MPT) or unfused (Megatron before 2022)")
     t.add_argument("--dp-overlap", choices=DP_OVERLAP, default="backward",
                    help="what DP collectives hide behind (backward)")
     t.add_argument("--framework", choices=FRAMEWORKS, default="megatron",

@@ -22,9 +22,26 @@ Ampere (Dao 2023, FlashAttention-2: "50-73 % of the theoretical maximum FLOPs/s 
 0.35 on Hopper (Shah et al. 2024, FlashAttention-3: FlashAttention-2 "achieves only 35 %
 utilization on H100"), 3 us per kernel.
 
-Attention ``flash`` (FlashAttention, fused, causal: half the scores computed) or ``unfused``
-(Megatron-LM before 2022: batched GEMMs for the scores and their product with the values,
-a fused scale-mask-softmax, dropout on the s x s scores: all of them full size, memory-bound).
+FP8 GEMMs pay their BF16 output's write (2 bytes an element, at the roofline's HBM rate) on
+top of their main loop rather than under it: per tile the main loop's work halves in FP8 and
+the epilogue's (the output's write, with Transformer Engine's amax of it) does not, so a GEMM
+of inner size K runs at K / (K + K0) of its large-K rate, K0 = that rate / (HBM bandwidth x
+e_mem): H100 SXM 1,979 x 0.7375 / (3.35 x 0.8) = 545, B200 4,500 x 0.6293 / (8 x 0.8) = 442
+(the datasheets' peaks and bandwidths, ringtree/data/gpus.toml; fp8_gemm below). BF16 GEMMs
+are left as they are: their e_gemm was calibrated with their (half as large) epilogue inside
+it. torchao's H100 microbenchmark shows
+the size effect: FP8 over BF16 0.80x at M, K, N = 1024, 2048, 1024 and 1.39x at 4096, 8192,
+16384, casts included (torchao/float8/README.md, "Performance", pytorch/ao commit 0cf1281a).
+
+Multi-head latent attention (DeepSeek-V3) runs its five projections as GEMMs; a sliding-window
+layer (GPT-OSS) runs FlashAttention over its window, at the rate of that many keys.
+
+Attention ``flash`` (FlashAttention-2 and later, fused, causal: half the scores computed),
+``triton`` (the Triton FlashAttention of 2022 that llm-foundry's MPT ran as ``attn_impl:
+triton``: the same work, :data:`TRITON_FORWARD` times the forward's time and
+:data:`TRITON_BACKWARD` times the backward's) or ``unfused`` (Megatron-LM before 2022: batched
+GEMMs for the scores and their product with the values, a fused scale-mask-softmax, dropout on
+the s x s scores: all of them full size, memory-bound).
 """
 
 from __future__ import annotations
@@ -35,10 +52,13 @@ from dataclasses import dataclass
 from ringtree.cost.clusters import Gpu
 from ringtree.errors import RingtreeError
 from ringtree.plan.model import Model
+from ringtree.plan.moe import permute_bytes, permute_passes
 from ringtree.plan.precision import BF16, FP8, cast_bytes, check_precision
 
-FLASH, UNFUSED = "flash", "unfused"
-ATTENTION = (FLASH, UNFUSED)
+FLASH, UNFUSED, TRITON = "flash", "unfused", "triton"
+ATTENTION = (FLASH, UNFUSED, TRITON)
+#: Fused attention kernels (no s x s scores in memory).
+FUSED_ATTENTION = (FLASH, TRITON)
 #: SMs per GPU generation (NVIDIA whitepapers: V100 80, A100 108, H100 SXM 132, B200 148,
 #: L40S 142); a GEMM's tiles are spread over them.
 SMS = {"volta": 80, "ampere": 108, "hopper": 132, "blackwell": 148, "ada": 142}
@@ -52,6 +72,14 @@ FLASH_BACKWARD = 2.5
 #: SeqLen, Dhead) ... flash_v3-tflops": 430.32, 517.099, 565.544, 590.233, 614.234, 620.73
 #: TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k; the fit gives 630 x s / (s + 235) within 1 %).
 FLASH_HALF_KEYS = 235
+#: The Triton FlashAttention of 2022 (flash_attn/flash_attn_triton.py, which llm-foundry copied
+#: as llmfoundry/models/layers/flash_attn_triton.py and ran as ``attn_impl: triton``) against
+#: FlashAttention-2 (the ``flash`` rate): "FlashAttention-2 is around 1.3-1.5x faster than
+#: FlashAttention in Triton in the forward pass and around 2x faster in the backward pass"
+#: (Dao 2023, arXiv 2307.08691, Sec. 4.1, A100 80GB SXM4, head dims 64 and 128, 512-16k
+#: tokens); the forward takes the middle of that range.
+TRITON_FORWARD = 1.4
+TRITON_BACKWARD = 2.0
 #: An eager PyTorch step's compute over a compiled one's (``--no-compile``; the calibrated
 #: frameworks fuse their element-wise kernels, as torch.compile does): torchtitan's FSDP vs
 #: FSDP + torch.compile, docs/performance.md at commit eaea6f6a, Table 1 (Llama 3.1 8B, 8 H100s,
@@ -80,12 +108,15 @@ class Efficiency:
 #: e_gemm per GPU generation, fitted by ``bench/plan_vs_published.py --fit`` on the runs it
 #: names as calibration runs (Ampere: Korthikanti et al. 2022's 22B; Hopper: the Megatron-LM
 #: README's 70B); the others are checks. fp8_gemm, fitted by ``bench/fit_compute.py``: Hopper on
-#: NVIDIA NeMo 24.07's DGX-H100 LLAMA2-70B FP8 row (64 GPUs, TP 4, PP 4, VP 20: 1,728
-#: tokens/s/GPU; docs/source/performance/performance_summary.md at commit 8e3d65dc), Blackwell
-#: on Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS row (8 GPUs: 30,624 tokens/s/GPU;
-#: docs/performance-summary.md at commit 2b8806b9). Megatron-Bridge publishes no dense BF16
-#: row on Blackwell: its BF16 e_gemm is tied to the FP8 one by Hopper's BF16/FP8 ratio
-#: (0.5841 / 0.7573) in the fit; its FlashAttention ``flash`` is fitted on NVIDIA NeMo's
+#: the twelve FP8 rows of NVIDIA NeMo 24.07's DGX-H100 table (GPT3 5B-175B, Llama 2/3, Nemotron
+#: 8B-340B on 8-512 GPUs; docs/source/performance/performance_summary.md at commit 8e3d65dc),
+#: the value minimising their mean |error| with the output's write priced (module doc; one
+#: row, Llama 2 70B, without it gave 0.7573: its layout's exposed TP and pipeline transfers
+#: taken into the GEMMs' rate, the TP-free rows of the table 18 % too fast), Blackwell on
+#: Megatron-Bridge 25.11's DGX-B200 LLAMA3_8B FP8-CS row (8 GPUs: 30,624 tokens/s/GPU;
+#: docs/performance-summary.md at commit 2b8806b9). Megatron-Bridge publishes no
+#: dense BF16 row on Blackwell: its BF16 e_gemm is tied to the FP8 one by Hopper's BF16/FP8
+#: ratio (0.5841 / 0.7375) in the fit; its FlashAttention ``flash`` is fitted on NVIDIA NeMo's
 #: long-sequence LLAMA3-8B (FP8) - B200 row at 1024K tokens (256 GPUs, TP 4, CP 16: 1,608
 #: TFLOP/s/GPU, attention 97 % of the FLOPs; performance_long_sequence.md at commit
 #: 14d427f5), the two fitted in turn. Volta and Ada are not calibrated: they take Hopper's
@@ -93,9 +124,9 @@ class Efficiency:
 GENERATION: dict[str, Efficiency] = {
     "ampere": Efficiency(0.7214, flash=0.6, source="fitted on Korthikanti et al. 2022, 175B"),
     "hopper": Efficiency(0.5841, flash=0.35, source="fitted on the Megatron-LM README, 70B",
-                         fp8_gemm=0.7573),
+                         fp8_gemm=0.7375),
     "blackwell": Efficiency(
-        0.4548, flash=0.4177, fp8_gemm=0.5896,
+        0.4984, flash=0.4180, fp8_gemm=0.6293,
         source="FP8 fitted on Megatron-Bridge 25.11 DGX-B200 Llama 3 8B (BF16 tied by "
         "Hopper's BF16/FP8 ratio: no BF16 row published), FlashAttention on NeMo's B200 "
         "Llama 3 8B at 1M tokens"),
@@ -144,21 +175,25 @@ class Device:
     def gemm_s(self, m: float, n: float, k: float, batch: float = 1, fp8: bool = False,
                pad: bool = False) -> float:
         """One (batched) GEMM: ``batch`` products (m x k) @ (k x n) in bf16, or with FP8
-        inputs (1 byte each) on the FP8 peak; with ``pad``, each product's rows computed in
-        whole tiles (module doc)."""
+        inputs (1 byte each) on the FP8 peak plus the write of its BF16 output (module doc);
+        with ``pad``, each product's rows computed in whole tiles
+        (module doc)."""
         if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
             return 0.0
         rows = math.ceil(m / TILE_M) * TILE_M if pad else m
         flops = 2 * batch * rows * n * k
         waves = batch * math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / self.sms
         tail = waves / (waves + 0.5)
+        bw = self.hbm_Bps * self.eff.memory
         if fp8:
             rate = self.fp8_flops * (self.eff.fp8_gemm or self.eff.gemm)
             moved = batch * (m * k + k * n + 2 * m * n)
+            # the BF16 output tiles' write after each tile's main loop (module doc)
+            compute = flops / (rate * tail) + 2 * batch * rows * n / bw
         else:
             rate, moved = self.peak_flops * self.eff.gemm, 2 * batch * (m * k + k * n + m * n)
-        compute = flops / (rate * tail)
-        return max(compute, moved / (self.hbm_Bps * self.eff.memory)) + self.eff.kernel_s
+            compute = flops / (rate * tail)
+        return max(compute, moved / bw) + self.eff.kernel_s
 
     def linear_s(self, m: float, n: float, k: float) -> tuple[float, float, float]:
         """A linear layer's forward GEMM (m x k) @ (k x n) at the device's precision, and the
@@ -260,7 +295,9 @@ def _experts(acc: _Sum, m: Model, sl: Slice, dev: Device) -> None:
     _mlp(acc, dev, per_expert, h, m.expert_ffn, sl.tp, m.gated, m.experts // sl.ep)
     if m.shared_experts:
         _mlp(acc, dev, t, h, m.shared_experts * m.expert_ffn, sl.tp, m.gated)
-    acc.other += dev.memory_s(2 * 2 * 2 * t * m.top_k * cf * h, kernels=2)  # (un)permute
+    local = m.experts // sl.ep
+    acc.other += dev.memory_s(permute_bytes(t, m.top_k, h, local, sl.ep, cf),
+                              kernels=permute_passes(local, sl.ep))
 
 
 def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime:
@@ -270,8 +307,7 @@ def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime
     q, kvd = m.heads * m.dim, m.kv * m.dim
     local = t / tp if sl.sp else t  # tokens of norms and residuals on this GPU
     acc = _Sum()
-    acc.linear(dev, t, (q + 2 * kvd) / tp, h)  # QKV
-    acc.linear(dev, t, h, q / tp)  # attention output
+    _projections(acc, m, sl, dev)
     if moe:
         _experts(acc, m, sl, dev)
     else:
@@ -289,14 +325,51 @@ def layer_time(m: Model, sl: Slice, dev: Device, moe: bool = False) -> LayerTime
     return LayerTime(e * forward, e * backward, e * att_f, e * acc.gemm)
 
 
+def _projections(acc: _Sum, m: Model, sl: Slice, dev: Device) -> None:
+    """Attention's input and output projections: QKV and output; with MLA (DeepSeek-V3's
+    modelling code) the queries' down (r_q) and up projections, the keys/values' down
+    projection to r_kv plus the shared rotary key (not split by TP), their up projection to
+    the heads' keys and values, the output."""
+    h, t, tp, a = m.hidden, sl.tokens, sl.tp, m.heads
+    assert h and a
+    if m.mla:
+        rq = m.q_lora_rank
+        if rq:
+            acc.linear(dev, t, rq, h)
+        acc.linear(dev, t, a * m.qk_dim / tp, rq or h)
+        acc.linear(dev, t, m.kv_lora_rank + m.rope_dim, h)
+        acc.linear(dev, t, a * (m.dim + m.v_dim) / tp, m.kv_lora_rank)
+        acc.linear(dev, t, h, a * m.v_dim / tp)
+        return
+    q, kvd = a * m.dim, m.kv * m.dim
+    acc.linear(dev, t, (q + 2 * kvd) / tp, h)  # QKV
+    acc.linear(dev, t, h, q / tp)  # attention output
+
+
+def backward_over_forward(attention: str) -> float:
+    """Attention's backward over its forward time: FlashAttention's 2.5 (its Triton version's
+    x TRITON_BACKWARD / TRITON_FORWARD), about 2 for the unfused kernels."""
+    if attention == TRITON:
+        return FLASH_BACKWARD * TRITON_BACKWARD / TRITON_FORWARD
+    return FLASH_BACKWARD if attention == FLASH else 2.0
+
+
 def attention_time(m: Model, sl: Slice, dev: Device) -> tuple[float, float]:
     """Forward and backward seconds of attention's scores and their product with the values
-    (BF16 whatever the precision: FlashAttention, or Megatron's unfused kernels)."""
-    q, heads = m.heads * m.dim, m.heads / sl.tp  # type: ignore[operator]
+    (BF16 whatever the precision: FlashAttention, Triton's of 2022, or Megatron's unfused
+    kernels), averaged over the layers: a windowed layer's FlashAttention computes each query
+    against at most ``window`` keys, at the rate of that many keys."""
+    heads = m.heads / sl.tp  # type: ignore[operator]
     t = sl.tokens
-    if sl.attention == FLASH:
-        att_f = dev.flash_s(4 * t * sl.keys * q / sl.tp / 2, sl.keys)  # causal: half
-        return att_f, FLASH_BACKWARD * att_f
+    if sl.attention in FUSED_ATTENTION:
+        per_key = 2 * t * heads * (m.qk_dim + m.v_dim)
+        att_f = dev.flash_s(per_key * sl.keys / 2, sl.keys)  # causal: half
+        share = m.windowed_layers / m.layers if m.layers else 0.0
+        if share:
+            w = min(m.window, sl.keys)
+            att_f = (1 - share) * att_f + share * dev.flash_s(per_key * w, w)
+        fwd, bwd = (TRITON_FORWARD, TRITON_BACKWARD) if sl.attention == TRITON else (1.0, 1.0)
+        return fwd * att_f, bwd * FLASH_BACKWARD * att_f
     scores = t * sl.keys * heads  # elements of the s x s scores on this GPU
     bmm = dev.gemm_s(t, sl.keys, m.dim, heads) + dev.gemm_s(t, m.dim, sl.keys, heads)
     softmax = dev.memory_s(4 * scores)

@@ -8,12 +8,13 @@ Each op of the step is priced (its full calls and its last) on its group; then:
 - with the compute model, every micro-batch waits for its TP, CP, EP and pipeline transfers,
   less what hides behind its layers' weight-gradient GEMMs (the backward's TP collectives),
   forward GEMMs (the forward's, with ``tp_comm_overlap``), attention (ring attention's
-  transfers), the next chunk's compute (the pipeline's sends, with ``pp_overlap``) and the
+  transfers), the next chunk's compute (the interleaved pipeline's sends, ``pp_overlap``) and the
   adjacent micro-batch's other pass (the expert all-to-alls, with ``ep_overlap``); the DP
   collectives hide behind one micro-batch's forward or backward on the busiest stage (or
   none, or also the next forward: ``dp_overlap``); the pipeline runs (m + (p - 1)/v)
   micro-batch times; then the optimizer.
-  What a framework adds (FSDP2's flat-buffer copies, DeepSpeed ZeRO-3's slower collectives)
+  What a framework adds (FSDP2's flat-buffer copies, Composer's train metrics, DeepSpeed
+  ZeRO-3's slower collectives)
   is :mod:`ringtree.plan.frameworks`'.
 """
 
@@ -25,7 +26,7 @@ from functools import lru_cache
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
 from ringtree.plan.checkpointing import micro_batch_every, share
 from ringtree.plan.compute import Device, optimizer_time
-from ringtree.plan.frameworks import copy_s, dp_batch, dp_overlap, slow_call, slowed
+from ringtree.plan.frameworks import dp_batch, dp_overlap, framework_s, slow_call, slowed
 from ringtree.plan.groups import PP, group_shape
 from ringtree.plan.memory import DEEPSPEED
 from ringtree.plan.model import Model
@@ -180,7 +181,7 @@ def per_micro_batch(
         hide = mb.layers * per_layer.get(op.window or "", 0.0)
         if op.window in (ATTENTION, FGEMM):
             hide *= 1 + again
-        if op.group == PP and training.pp_overlap:  # behind the next chunk's compute
+        if op.group == PP and training.pp_overlap and layout.v > 1:  # the next chunk's compute
             hide = mb.forward + mb.backward
         if op.kind == ALL_TO_ALL and training.ep_overlap:  # behind the adjacent micro-batch's
             hide = mb.backward if op.phase == FORWARD else mb.forward  # other pass
@@ -203,7 +204,7 @@ def modelled_step(
     dp, exposed = data_parallel_exposed(dp, mb, dp_overlap(layout, training))
     bubble = (layout.pp - 1) / layout.v * (mb.forward + mb.backward + waits)
     opt = optimizer_s(model, layout, dev)
-    compute = m * (mb.forward + mb.backward) + copy_s(model, layout, training, dev, m)
+    compute = m * (mb.forward + mb.backward) + framework_s(model, layout, training, dev, m)
     return Core(dp + per, exposed + per_exposed, compute, bubble, opt, mb)
 
 

@@ -9,6 +9,9 @@ heads, MLP inner size f (x 3/2 when gated), k experts per token, vocabulary V:
 
 that is, per token and layer, 6 x the parameters each token multiplies (forward 2, backward 4)
 plus the attention scores and their product with the values, 4 s q forward; plus the logits.
+Multi-head latent attention counts its five projections (2 x their parameters per token) and
+scores of d_qk = d + d_rope against values of d_v: 2 s^2 a (d_qk + d_v) per layer; a layer with
+a sliding window of w keys counts 2 s w a (d_qk + d_v).
 The attention term counts the full s x s product, as every published MFU does (causal masking
 halves the work a fused kernel does; the compute model takes that into account, the count does
 not). For GPT shapes (f = 4h, g = a, q = h) this is 72 B s L h^2 (1 + s/6h + V/12Lh).
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ringtree.plan.model import Model
+from ringtree.plan.model import Model, attention_params
 
 NONE, SELECTIVE, FULL = "none", "selective", "full"
 RECOMPUTE = (NONE, SELECTIVE, FULL)
@@ -56,13 +59,17 @@ def _mlp_per_token(m: Model, moe: bool) -> float:
     return 2 * mult * m.hidden * m.ffn_size  # type: ignore[operator]
 
 
-def layer_flops(m: Model, moe: bool = False) -> LayerFlops:
-    """Forward FLOPs of one (dense, or MoE when ``moe``) layer for one sequence."""
+def layer_flops(m: Model, moe: bool = False, windowed: bool = False) -> LayerFlops:
+    """Forward FLOPs of one (dense, or MoE when ``moe``) layer for one sequence: the
+    projections 2 x their parameters per token (:func:`attention_params`: MLA's low-rank ones
+    too), the scores and their product with the values 2 s k a (d_qk + d_v) over k keys per
+    query (k = s, or the window on a ``windowed`` layer: a query attends to at most ``window``
+    keys)."""
     assert m.hidden and m.seq_len and m.heads
-    s, h, q, kvd = m.seq_len, m.hidden, m.heads * m.dim, m.kv * m.dim
-    projections = 2 * (2 * h * q + 2 * h * kvd)  # Q, O and K, V, per token
-    dense = s * (projections + _mlp_per_token(m, moe))
-    attention = 2 * 2 * s * s * q  # Q K^T and (softmax) V
+    s = m.seq_len
+    dense = s * (2 * attention_params(m) + _mlp_per_token(m, moe))
+    keys = min(m.window, s) if windowed and m.window else s
+    attention = 2 * s * keys * m.heads * (m.qk_dim + m.v_dim)  # Q K^T and (softmax) V
     return LayerFlops(dense, attention)
 
 
@@ -72,28 +79,35 @@ def logits_flops(m: Model) -> float:
     return 2 * m.seq_len * m.hidden * m.vocab
 
 
+def _attention_per_seq(m: Model) -> float:
+    """Attention's forward FLOPs of all layers for one sequence (windowed and full)."""
+    assert m.layers
+    w = m.windowed_layers
+    full = layer_flops(m).attention
+    return (m.layers - w) * full + (w * layer_flops(m, windowed=True).attention if w else 0.0)
+
+
+def _dense_per_seq(m: Model) -> float:
+    """The projections' and MLPs' forward FLOPs of all layers for one sequence."""
+    assert m.layers
+    moe = m.moe_layers * layer_flops(m, moe=True).dense if m.moe else 0.0
+    return (m.layers - m.moe_layers) * layer_flops(m).dense + moe
+
+
 def model_flops(m: Model, sequences: int) -> float:
     """Model FLOPs of forward + backward for ``sequences`` sequences (Megatron-LM's count)."""
-    assert m.layers
-    dense, moe = layer_flops(m), layer_flops(m, moe=True) if m.moe else None
-    per_seq = (m.layers - m.moe_layers) * dense.forward + logits_flops(m)
-    if moe is not None:
-        per_seq += m.moe_layers * moe.forward
+    per_seq = _dense_per_seq(m) + _attention_per_seq(m) + logits_flops(m)
     return 3 * per_seq * sequences
 
 
 def recompute_flops(m: Model, sequences: int, recompute: str) -> float:
     """FLOPs recomputation repeats for ``sequences`` sequences: every layer's forward (full),
     the attention scores and their product with the values (selective), nothing (none)."""
-    assert m.layers
     if recompute == NONE:
         return 0.0
-    dense, moe = layer_flops(m), layer_flops(m, moe=True) if m.moe else None
-    dense_layers = m.layers - m.moe_layers
     if recompute == SELECTIVE:
-        return m.layers * dense.attention * sequences
-    per_seq = dense_layers * dense.forward + (m.moe_layers * moe.forward if moe else 0.0)
-    return per_seq * sequences
+        return _attention_per_seq(m) * sequences
+    return (_dense_per_seq(m) + _attention_per_seq(m)) * sequences
 
 
 def hardware_flops(m: Model, sequences: int, recompute: str) -> float:

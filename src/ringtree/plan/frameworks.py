@@ -11,6 +11,8 @@
   (:meth:`ringtree.plan.compute.Device.memory_s`), and on the critical path: the copy-out runs
   on the compute stream once the gather is waited on, and the others hold the HBM the
   compute uses.
+- Composer (llm-foundry's trainer): its train metrics, each a cross-entropy over the
+  micro-batch's logits after the backward (``metrics_s``), memory-bound on the critical path.
 - DeepSpeed ZeRO-3 of 2021 (``deepspeed`` with ``zero3``): its parameter gathers and gradient
   reductions ran ``DEEPSPEED_ZERO3_SLOWDOWN`` times slower than NCCL's collectives of the same
   bytes would, and none hid behind compute (``DEEPSPEED_ZERO3`` below: fitted on one run,
@@ -43,6 +45,15 @@ DEEPSPEED_ZERO3 = "Narayanan et al. 2021, Table 2 (DeepSpeed ZeRO-3, 174.6B on 7
 #: torchtitan's ``mixed_precision_reduce = "float32"`` (torchtitan/config/job_config.py): FSDP2
 #: reduce-scatters fp32 gradients.
 FSDP_REDUCE_ITEMSIZE = 4
+
+#: Bytes per logit one Composer train metric moves: ``LanguageCrossEntropy.update`` calls
+#: ``torch.nn.CrossEntropyLoss(reduction='sum')`` on the micro-batch's logits
+#: (composer/metrics/nlp.py at 28cc4caf6), after every micro-batch's backward and under the
+#: trainer's precision context (``_eval_train_metrics``, composer/trainer/trainer.py there),
+#: where autocast runs cross-entropy in fp32: the bf16 logits cast to fp32 (2 bytes read, 4
+#: written), log_softmax (4 read, 4 written); the targets' gather is negligible. Three kernels.
+METRIC_BYTES_PER_LOGIT = 14
+METRIC_KERNELS = 3
 
 
 def reduce_itemsize(training: Training) -> int:
@@ -86,3 +97,19 @@ def copy_s(model: Model, layout: Layout, training: Training, dev: Device, m: int
     per_block = gathers * 2 * block * (1 + 1 / d) + block * (1 + reduce_itemsize(training) / p)
     blocks = m * stage_layers(model, layout)
     return dev.memory_s(blocks * per_block, kernels=blocks * (2 * gathers + 1))
+
+
+def metrics_s(model: Model, layout: Layout, training: Training, dev: Device, m: int) -> float:
+    """Composer's train metrics per step on one GPU (module doc): ``training.train_metrics``
+    cross-entropies over each of the ``m`` micro-batches' logits (b s / cp tokens x V / tp)."""
+    n = training.train_metrics
+    if not n or not model.vocab or not model.seq_len:
+        return 0.0
+    logits = training.micro_batch * model.seq_len / layout.cp * model.vocab / layout.tp
+    return m * dev.memory_s(n * METRIC_BYTES_PER_LOGIT * logits, kernels=n * METRIC_KERNELS)
+
+
+def framework_s(model: Model, layout: Layout, training: Training, dev: Device, m: int) -> float:
+    """What the framework adds to a step's compute on one GPU: FSDP2's copies and Composer's
+    train metrics."""
+    return copy_s(model, layout, training, dev, m) + metrics_s(model, layout, training, dev, m)

@@ -2,9 +2,10 @@
 training step holds at its peak.
 
 Model states (Rajbhandari et al. 2020, ZeRO, Sec. 3.1; Megatron-LM's mixed precision): 16-bit
-weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 6 under
-DeepSpeed's ZeRO-1/2, which keeps the 16-bit gradients too, while its ZeRO-3 reduces them into
-the fp32 partition: 18 bytes in all), Adam's fp32 master weights, momentum and variance (12
+weights (2 bytes per parameter), gradients accumulated in fp32 main gradients (4 bytes; 2
+where they are reduced in 16 bits, ``main_grad_bytes``; 6 under DeepSpeed's ZeRO-1/2, which
+keeps the 16-bit gradients too, while its ZeRO-3 reduces them into the fp32 partition: 18
+bytes in all), Adam's fp32 master weights, momentum and variance (12
 bytes; 8 in fp32 training): 18 bytes per parameter, 6 + 12/d with Megatron's distributed
 optimizer over d ranks (Megatron-LM, docs/source/distrib_optimizer.md, "bf16 param, fp32
 grads": 18 and 6 + 12/d). ZeRO-1 (Megatron's distributed optimizer) divides the optimizer
@@ -55,7 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ringtree.plan.compute import FLASH
+from ringtree.plan.compute import FLASH, FUSED_ATTENTION
 from ringtree.plan.flops import FULL, NONE, SELECTIVE
 from ringtree.plan.model import Model, attention_params, expert_params, mlp_params
 from ringtree.plan.precision import BF16, FP8, FP8_WEIGHT_BYTES, fp8_saved_activation
@@ -136,7 +137,7 @@ def activation_bytes_per_layer(
     per = (replicated / t if sp else replicated) + split / t
     if precision == FP8:
         per -= fp8_saved_activation(h, inner, t, sp) / h
-    if attention != FLASH and recompute != SELECTIVE:
+    if attention not in FUSED_ATTENTION and recompute != SELECTIVE:
         per += (5 if m.dropout else 2) * m.heads * m.seq_len / (h * t)
     return sbh * per
 
@@ -179,10 +180,11 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
 def memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16,
+    precision: str = BF16, main_grad_bytes: int = 4,
 ) -> Memory:
     """Memory of the busiest GPU of ``layout`` (module doc)."""
-    weights, grads, opt, other = state_memory(m, layout, itemsize, framework, precision)
+    weights, grads, opt, other = state_memory(m, layout, itemsize, framework, precision,
+                                              main_grad_bytes)
     acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
                              framework, precision)
     return Memory(weights, grads, opt, acts, other)
@@ -212,13 +214,14 @@ def fp8_weights(m: Model, layout: Layout, itemsize: int, framework: str) -> tupl
 
 def state_memory(
     m: Model, layout: Layout, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16,
+    precision: str = BF16, main_grad_bytes: int = 4,
 ) -> tuple[int, int, int, int]:
     """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
-    depend on the micro-batch (the module doc's model states, and the fixed allowance; FP8's
+    depend on the micro-batch (the module doc's model states, with gradients accumulated in
+    ``main_grad_bytes`` per parameter in mixed precision, and the fixed allowance; FP8's
     weights, :func:`fp8_weights`)."""
     dense, experts, layers = stage_params(m, layout)
-    per = _bytes_per_param(layout.flavor, itemsize, framework)
+    per = _bytes_per_param(layout.flavor, itemsize, framework, main_grad_bytes)
     divs = _divisors(layout, framework == FSDP)
     weights, grads, opt = (
         b * (dense / d + experts / e) for b, (d, e) in zip(per, divs, strict=True))
@@ -239,15 +242,19 @@ def state_memory(
     return int(weights), int(grads), int(opt), int(other)
 
 
-def _bytes_per_param(flavor: str, itemsize: int, framework: str) -> tuple[int, int, int]:
+def _bytes_per_param(flavor: str, itemsize: int, framework: str,
+                     main_grad_bytes: int = 4) -> tuple[int, int, int]:
     """Bytes per parameter of (weights, gradients, optimizer states) before sharding (module
     doc): Megatron-LM's 16-bit weights and fp32 main gradients; DeepSpeed's 16-bit gradients
     beside them (but ZeRO-3's reduced into the fp32 partition: 18 B); FSDP2's fp32 sharded
-    weights, which are Adam's master copy (16 B)."""
+    weights, which are Adam's master copy (16 B); ``main_grad_bytes``: Megatron's gradients
+    reduced in 16 bits (2) or fp32 (4)."""
     mixed = itemsize < 4
     if framework == FSDP:
         return 4, 4, 8
-    grads = 4 + itemsize if framework == DEEPSPEED and mixed and flavor != "zero3" else 4
+    grads = main_grad_bytes if mixed else 4
+    if framework == DEEPSPEED and mixed and flavor != "zero3":
+        grads = 4 + itemsize
     return itemsize, grads, 12 if mixed else 8
 
 

@@ -10,7 +10,11 @@ attention with ``heads`` query heads of ``head_dim`` and ``kv_heads`` key/value 
 when ``gated``, SwiGLU as in Llama; two with GeLU as in GPT), and for a mixture of experts
 ``experts`` MLPs of ``expert_ffn`` of which each token uses ``top_k`` (Shazeer et al. 2017;
 Fedus et al. 2021), optionally ``shared_experts`` every token uses, after ``dense_layers``
-ordinary layers (DeepSeek-V3). Presets live in :mod:`ringtree.plan.presets`.
+ordinary layers (DeepSeek-V3). Attention may be multi-head latent attention (MLA, DeepSeek-V2/V3:
+queries and keys/values projected through ranks ``q_lora_rank`` and ``kv_lora_rank``, each
+head's query and key of ``head_dim`` + ``rope_dim``, its value of ``v_head_dim``), and every
+``window_every``-th layer may attend to a sliding window of ``window`` keys (GPT-OSS).
+Presets live in :mod:`ringtree.plan.presets`.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ class Model:
     dropout: dropout after attention and MLP (GPT-style; its 1-byte masks are activations).
     experts, top_k, expert_ffn, shared_experts, dense_layers, capacity_factor: mixture of
         experts (experts = 0: dense); capacity_factor None is dropless routing.
+    kv_lora_rank, q_lora_rank, rope_dim, v_head_dim: multi-head latent attention (kv_lora_rank
+        = 0: ordinary attention; q_lora_rank None: queries projected directly; head_dim is
+        the query/key dimension without rotary, rope_dim the rotary part shared by the heads).
+    window, window_every: sliding-window attention of ``window`` keys on every
+        ``window_every``-th layer (0: none).
     """
 
     name: str
@@ -64,6 +73,12 @@ class Model:
     shared_experts: int = 0
     dense_layers: int = 0
     capacity_factor: float | None = None
+    kv_lora_rank: int = 0
+    q_lora_rank: int | None = None
+    rope_dim: int = 0
+    v_head_dim: int | None = None
+    window: int = 0
+    window_every: int = 0
 
     def with_overrides(self, params: int | None = None, **shape: int | None) -> Model:
         """This model with any given field replaced (None keeps the preset's value). When a
@@ -74,7 +89,8 @@ class Model:
         for key, value in changes.items():
             if key not in names:
                 raise RingtreeError(f"unknown model field {key!r}")
-            low = 0 if key in ("shared_experts", "dense_layers") else 1
+            low = 0 if key in ("shared_experts", "dense_layers", "kv_lora_rank", "rope_dim",
+                               "window", "window_every") else 1
             if value < low:
                 raise RingtreeError(f"model {key} must be >= {low}, got {value}")
         if params is not None and params < 1:
@@ -116,6 +132,28 @@ class Model:
         return (self.layers or 0) - self.dense_layers if self.moe else 0
 
     @property
+    def mla(self) -> bool:
+        """Whether attention is multi-head latent attention."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers whose attention is a sliding window (every ``window_every``-th)."""
+        if not (self.window and self.window_every and self.layers):
+            return 0
+        return self.layers // self.window_every
+
+    @property
+    def qk_dim(self) -> int:
+        """Each head's query/key dimension (with MLA's rotary part)."""
+        return self.dim + self.rope_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Each head's value dimension."""
+        return self.v_head_dim or self.dim
+
+    @property
     def kv(self) -> int:
         """Key/value heads (= heads without grouped-query attention)."""
         assert self.heads
@@ -145,9 +183,17 @@ class Model:
 
 
 def attention_params(m: Model) -> int:
-    """Q, K, V and output projections of one layer: h (a d) + 2 h (g d) + (a d) h."""
-    q = m.heads * m.dim  # type: ignore[operator]
-    return 2 * m.hidden * q + 2 * m.hidden * m.kv * m.dim  # type: ignore[operator]
+    """Q, K, V and output projections of one layer: h (a d) + 2 h (g d) + (a d) h; with MLA
+    (DeepSeek-V3's modelling code: q_a, q_b, kv_a_with_mqa, kv_b, o) h r_q + r_q a (d + d_r)
+    + h (r_kv + d_r) + r_kv a (d + d_v) + a d_v h (r_q = 0: h a (d + d_r) for the queries)."""
+    h, a = m.hidden, m.heads
+    assert h and a
+    if m.mla:
+        rq, rkv = m.q_lora_rank, m.kv_lora_rank
+        q = rq * (h + a * m.qk_dim) if rq else h * a * m.qk_dim
+        return q + h * (rkv + m.rope_dim) + rkv * a * (m.dim + m.v_dim) + a * m.v_dim * h
+    q = a * m.dim
+    return 2 * h * q + 2 * h * m.kv * m.dim
 
 
 def mlp_params(hidden: int, ffn: int, gated: bool) -> int:
@@ -169,7 +215,7 @@ def count_params(m: Model) -> int:
     counts exactly (tests)."""
     assert m.complete and m.layers and m.hidden and m.vocab
     h = m.hidden
-    per_layer = attention_params(m) + 2 * h
+    per_layer = attention_params(m) + 2 * h + (m.q_lora_rank or 0) + m.kv_lora_rank  # norms
     dense = mlp_params(h, m.ffn_size, m.gated)  # type: ignore[arg-type]
     total = m.layers * per_layer + (m.layers - m.moe_layers) * dense
     total += m.moe_layers * expert_params(m) if m.moe else 0

@@ -137,7 +137,7 @@ def plan(
     if placement.cluster is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
                      training.attention, training.itemsize, training.framework,
-                     training.precision)
+                     training.precision, training.main_grad_bytes)
         if training.recompute_every > 1 or training.recompute == OP:
             mem = replace(mem, activations=activations_every(
                 model, layout, training.micro_batch, m, training.recompute, training.attention,

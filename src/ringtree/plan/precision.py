@@ -7,7 +7,8 @@ Transformer Engine's ``fp8_autocast``) and torchao's ``Float8Linear`` run it:
 - in FP8: the three GEMMs of every linear layer inside the transformer layers (QKV, attention
   output, MLP or experts' up/gate and down): the forward (fprop, E4M3 inputs and weights), the
   input gradient (dgrad) and the weight gradient (wgrad, E5M2 output gradients), on the GPU's
-  dense FP8 peak at its own efficiency (:data:`ringtree.plan.compute.GENERATION`);
+  dense FP8 peak at its own efficiency (:data:`ringtree.plan.compute.GENERATION`), plus the
+  write of their BF16 outputs, which FP8 does not speed up (:mod:`ringtree.plan.compute`);
 - in BF16: attention's two batched products and its softmax (FlashAttention), the output layer
   (the LM head: Megatron-Core's ``output_layer`` is not a TE module; torchtitan's float8
   converter skips ``output``), the router, norms and element-wise kernels;

@@ -11,9 +11,10 @@
   Sequence 4,096 is ringtree's default (Mixtral's context is 32k: ``--seq-len``).
 - ``deepseek-v3-like``: DeepSeek-V3's sizes (DeepSeek-AI 2024, Sec. 4.2): 61 layers of 7,168,
   the first 3 dense (MLP 18,432), then 256 routed experts of 2,048 (top-8) and 1 shared;
-  vocabulary 129,280; sequence 4,096. Its multi-head latent attention is replaced by ordinary
-  attention of 128 heads of 128, which has more parameters (470M per layer instead of 187M:
-  688B in all instead of 671B, 55B active per token instead of 37B).
+  vocabulary 129,280; sequence 4,096; multi-head latent attention of 128 heads (Sec. 4.2:
+  q_lora_rank 1,536, kv_lora_rank 512, per-head query/key 128 + 64 rotary, value 128; the
+  released config.json the same): 671.0B parameters, 37.5B active per token (the report's
+  671B and 37B; its multi-token prediction module not counted).
 - ``grammar-tutor``: the seed's 500k-parameter model; its shape is ringtree's assumption.
 """
 
@@ -78,9 +79,9 @@ PRESETS: dict[str, Model] = {
     "deepseek-v3-like": _shaped(Model(
         "deepseek-v3-like", 0, 61, 7168, 4096, heads=128, head_dim=128, ffn=18432,
         vocab=129280, gated=True, experts=256, top_k=8, expert_ffn=2048, shared_experts=1,
-        dense_layers=3,
+        dense_layers=3, kv_lora_rank=512, q_lora_rank=1536, rope_dim=64, v_head_dim=128,
         source="DeepSeek-V3's sizes (DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', "
-        "Sec. 4.2) with ordinary attention (128 heads of 128) in place of MLA",
+        "Sec. 4.2), multi-head latent attention, without multi-token prediction",
     )),
 }
 

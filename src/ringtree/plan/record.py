@@ -36,7 +36,8 @@ class Training:
     steps_per_second: for the per-day figure (None: 1 / step time).
     recompute: activation recomputation, none | selective | full | op (torchtitan's op-level
     selective checkpointing, :mod:`ringtree.plan.checkpointing`).
-    attention: ``flash`` (FlashAttention) or ``unfused`` (Megatron-LM before 2022).
+    attention: ``flash`` (FlashAttention-2 and later), ``triton`` (the Triton FlashAttention of
+    2022, llm-foundry's MPT) or ``unfused`` (Megatron-LM before 2022).
     dp_overlap: ``backward`` (gradients hide behind the backward, ZeRO-1/2's parameter
     gathers after the optimizer step do not), ``full`` (those hide behind the next forward,
     Megatron's --overlap-param-gather) or ``none`` (every DP collective after the backward).
@@ -51,9 +52,6 @@ class Training:
     tp_comm_overlap: the forward's TP collectives overlap the layer's forward GEMMs (Megatron-LM's
     --tp-comm-overlap with Transformer Engine's userbuffers, NeMo's default on H100; torchtitan's
     async TP): each layer hides up to its GEMMs' time, as long as its weight gradients'.
-    pp_overlap: the pipeline's sends overlap the next chunk's compute (Megatron-Core's
-    --overlap-p2p-communication, on by default with interleaving in NeMo's recipes); False:
-    every micro-batch waits for them.
     ep_overlap: the expert all-to-alls of one micro-batch overlap the adjacent micro-batch's
     other pass (Megatron-Core v0.14's combined 1F1B, --overlap-moe-expert-parallel-comm;
     DeepSeek-V3's DualPipe): the forward's hide behind a backward, the backward's behind a
@@ -71,9 +69,18 @@ class Training:
     in the critical path", Dubey et al. 2024, section 3.3.2).
     precision: the linear layers' GEMMs, ``bf16``, ``fp16`` or ``fp8`` (Transformer Engine's
     recipe: :mod:`ringtree.plan.precision`); ``itemsize`` stays the 16-bit weights' 2.
+    train_metrics: cross-entropy metrics computed on every micro-batch's logits beside the loss
+    (Composer's train metrics: llm-foundry's MPT keeps two, :mod:`ringtree.plan.frameworks`).
     compile: fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile), as
     the calibration runs had; False: eager PyTorch, its compute
     :data:`ringtree.plan.compute.EAGER` times slower.
+    pp_overlap: the interleaved schedule's pipeline sends overlap the next chunk's compute
+    (Megatron-Core's ``overlap_p2p_comm``, which Megatron-Bridge sets whenever pp > 1 and
+    v > 1: src/megatron/bridge/training/comm_overlap.py at commit 0685ff5d); False: every
+    micro-batch waits for them. No effect when v = 1.
+    main_grad_bytes: bytes per parameter of the gradients accumulated and reduced: 4 (fp32
+    main gradients, Megatron-LM's default for BF16) or 2 (16-bit, Megatron-Core's
+    ``grad_reduce_in_fp32=False``: NeMo's ``optim.grad_sync_dtype: bf16``).
     """
 
     itemsize: int = 2
@@ -99,6 +106,8 @@ class Training:
     pp_overlap: bool = False
     recompute_every: int = 1
     ep_overlap: bool = False
+    main_grad_bytes: int = 4
+    train_metrics: int = 0
 
 
 @dataclass(frozen=True)

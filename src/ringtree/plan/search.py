@@ -48,7 +48,7 @@ from ringtree.plan.exposure import (
     per_micro_batch,
 )
 from ringtree.plan.flops import RECOMPUTE
-from ringtree.plan.frameworks import copy_s, dp_overlap
+from ringtree.plan.frameworks import dp_overlap, framework_s
 from ringtree.plan.memory import DEEPSPEED, FSDP, state_memory
 from ringtree.plan.model import Model
 from ringtree.plan.placement import Placement
@@ -270,7 +270,8 @@ class _Scorer:
         for f in g.flavors:
             lay = g.layout(f)
             states = get(("s", f, *base), lambda lay=lay: sum(
-                state_memory(model, lay, tr.itemsize, tr.framework, tr.precision)))
+                state_memory(model, lay, tr.itemsize, tr.framework, tr.precision,
+                             tr.main_grad_bytes)))
             if states <= limit:  # type: ignore[operator]
                 fitting.append((f, lay))
         if not fitting:
@@ -293,8 +294,8 @@ class _Scorer:
                 ),
             )
             opt = get(("o", f, *base), lambda lay=lay: optimizer_s(model, lay, self.dev))
-            opt += get(("c", f, *base, g.m),  # type: ignore[operator]
-                       lambda lay=lay: copy_s(model, lay, tr, self.dev, g.m))
+            opt += get(("c", f, *base, g.b, g.m),  # type: ignore[operator]
+                       lambda lay=lay: framework_s(model, lay, tr, self.dev, g.m))
             shown = data_parallel_exposed_s(summary, mb)  # type: ignore[arg-type]
             out.append((f, pipe + shown + opt))  # type: ignore[operator]
         return out

@@ -14,7 +14,14 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ringtree.plan.compute import FLASH_BACKWARD, Device, LayerTime, Slice, layer_time, logits_time
+from ringtree.plan.compute import (
+    Device,
+    LayerTime,
+    Slice,
+    backward_over_forward,
+    layer_time,
+    logits_time,
+)
 from ringtree.plan.flops import FULL, SELECTIVE
 from ringtree.plan.model import Model
 from ringtree.plan.strategy import Layout
@@ -63,5 +70,5 @@ def micro_batch(
     out_f, out_b = logits_time(m, tokens, layout.tp, dev)
     return MicroBatch(
         layers * fwd + out_f, layers * (bwd + extra) + out_b, layers, wgrad,
-        att, FLASH_BACKWARD * att if attention == "flash" else 2 * att,
+        att, backward_over_forward(attention) * att,
     )
