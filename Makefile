@@ -7,7 +7,7 @@ BIN = $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= test,mpi
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test test-fast lint venv clean
 
 venv: $(VENV)/.installed
 
@@ -24,7 +24,12 @@ demo: venv
 # RINGTREE_REQUIRE_MPI: the MPI tests fail (instead of skipping) when MPI is missing.
 test: venv
 	$(BIN)/lint-imports
-	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest
+	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest -q
+
+# The inner loop: every test that starts no process (tests marked multiproc are left out:
+# rank worlds, CLI subprocesses, mpirun). `make test` before a commit runs them all.
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not multiproc"
 
 # ruff check only, no `ruff format --check`: the code's tables (records, argparse declarations,
 # NCCL's constant tables) are laid out by hand; the formatter would add ~2,000 lines and turn

@@ -14,12 +14,8 @@ from ringtree.cli import main
 from ringtree.collectives import Collective, bus_factor
 
 
-def run_cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ringtree.cli", *argv], capture_output=True,
-                          text=True, timeout=240)
-
-
-def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_path):
+@pytest.mark.multiproc
+def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_path, run_cli):
     out, csv = tmp_path / "r.json", tmp_path / "r.csv"
     cols = ["all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce"]
     files = ["--json", str(out), "--csv", str(csv)]
@@ -149,7 +145,8 @@ def test_nccl_tests_flags_mean_what_they_mean_there():
     assert own.algorithms == ("ring",) and own.iters == 5 and not own.lines
 
 
-def test_help_says_which_nccl_tests_flags_have_no_meaning_on_cpu():
+@pytest.mark.multiproc
+def test_help_says_which_nccl_tests_flags_have_no_meaning_on_cpu(run_cli):
     text = run_cli("bench", "--help").stdout
     assert "nccl-tests flags with no meaning on CPU" in text
     for flag in ("-G", "-R", "-p", "-y", "-m", "-z", "-C", "-u", "-N"):
@@ -169,6 +166,7 @@ def test_a_bare_k_is_1024_in_bench_and_cost_alike():
     assert parsed("-b", "4KB", "-e", "4KB")[1].sizes == (4000,)  # a B: decimal, as DESIGN
 
 
+@pytest.mark.multiproc
 def test_lines_come_as_they_are_measured_when_stdout_is_a_pipe():
     """The first line reaches a pipe while the last size is still being measured (before:
     every line at the end)."""
@@ -188,7 +186,8 @@ def test_lines_come_as_they_are_measured_when_stdout_is_a_pipe():
     assert data[-1] - data[0] > 0.3, f"lines {data[0] - end:.2f}, {data[-1] - end:.2f} s"
 
 
-def test_bfloat16_over_gloo_is_exact(tmp_path):
+@pytest.mark.multiproc
+def test_bfloat16_over_gloo_is_exact(tmp_path, run_cli):
     out = tmp_path / "b.json"
     proc = run_cli("bench", "-g", "2", "-b", "4K", "-e", "4K", "-d", "bfloat16", "-n", "2",
                    "-w", "1", "--collective", "all-reduce", "all-gather", "--algorithms",

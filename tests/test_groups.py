@@ -12,6 +12,7 @@ import pytest
 from needs import MPI_MISSING
 from ringtree.procs.launch import launch_body
 
+pytestmark = pytest.mark.multiproc  # every test here starts processes
 HERE = Path(__file__).parent
 ENV = {"PYTHONPATH": str(HERE)}
 
