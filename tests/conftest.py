@@ -73,17 +73,25 @@ def run_cli() -> Callable[..., subprocess.CompletedProcess]:
     return run
 
 
-def refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    """Run ``ringtree ARGV`` in this process (``ringtree.cli.main``, what the console script
-    calls; the multiproc guard fails the test if it starts a process) and check that it is
-    refused: exit status 2, one ``ringtree: error:`` line on stderr, no traceback and nothing on
-    stdout. Returns that line."""
+def run_main(capsys: pytest.CaptureFixture, *argv: str) -> subprocess.CompletedProcess:
+    """``ringtree ARGV`` in this process (``ringtree.cli.main``, what the console script calls),
+    as ``run_cli`` returns it: exit status, stdout, stderr. Ranks it launches are processes
+    (the test needs the marker); the command's own process is this one (no torch import)."""
     from ringtree.cli import main
 
-    code = main(argv)
+    code = main(list(argv))
     out, err = capsys.readouterr()
-    assert code == 2, (argv, code, err)
-    assert "Traceback" not in err and out == "", (argv, out, err)
+    return subprocess.CompletedProcess(list(argv), code, out, err)
+
+
+def refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
+    """``ringtree ARGV`` in this process (:func:`run_main`; the multiproc guard fails the test
+    if it starts a process) must be refused: exit status 2, one ``ringtree: error:`` line on
+    stderr, no traceback and nothing on stdout. Returns that line."""
+    proc = run_main(capsys, *argv)
+    err = proc.stderr
+    assert proc.returncode == 2, (argv, proc.returncode, err)
+    assert "Traceback" not in err and proc.stdout == "", (argv, proc.stdout, err)
     assert len(err.strip().splitlines()) == 1 and err.startswith("ringtree: error:"), err
     return err
 

@@ -10,17 +10,18 @@ import sys
 
 import pytest
 
+from conftest import run_main
 from ringtree.cli import main
 from ringtree.collectives import Collective, bus_factor
 
 
 @pytest.mark.multiproc
-def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_path, run_cli):
+def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_path, capsys):
     out, csv = tmp_path / "r.json", tmp_path / "r.csv"
     cols = ["all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce"]
     files = ["--json", str(out), "--csv", str(csv)]
-    proc = run_cli("bench", "-g", "3", "-b", "4K", "-e", "40K", "-f", "10", "-w", "1",
-                   "-n", "2", "--collective", *cols, "-r", "2", *files)
+    proc = run_main(capsys, "bench", "-g", "3", "-b", "4K", "-e", "40K", "-f", "10", "-w",
+                    "1", "-n", "2", "--collective", *cols, "-r", "2", *files)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     rows = data["rows"]
@@ -42,7 +43,7 @@ def test_every_collective_on_three_gloo_processes_is_right_and_round_trips(tmp_p
     assert {r["count"] for r in rs} == {1023, 10239}  # 4K = 4096 B -> 1024 floats -> 3 x 341
     assert len(csv.read_text().splitlines()) == len(rows) + 1
     # the saved JSON prints the same table
-    again = run_cli("bench", "--from", str(out))
+    again = run_main(capsys, "bench", "--from", str(out))
     assert again.returncode == 0 and again.stdout == proc.stdout
     assert "# wrong elements: 0 OK" in proc.stdout
     _reads_as_nccl_tests_prints(proc.stdout, n_tables=sum(want.values()), n_ranks=3)
@@ -187,11 +188,11 @@ def test_lines_come_as_they_are_measured_when_stdout_is_a_pipe():
 
 
 @pytest.mark.multiproc
-def test_bfloat16_over_gloo_is_exact(tmp_path, run_cli):
+def test_bfloat16_over_gloo_is_exact(tmp_path, capsys):
     out = tmp_path / "b.json"
-    proc = run_cli("bench", "-g", "2", "-b", "4K", "-e", "4K", "-d", "bfloat16", "-n", "2",
-                   "-w", "1", "--collective", "all-reduce", "all-gather", "--algorithms",
-                   "ring,native", "-J", str(out))
+    proc = run_main(capsys, "bench", "-g", "2", "-b", "4K", "-e", "4K", "-d", "bfloat16", "-n",
+                    "2", "-w", "1", "--collective", "all-reduce", "all-gather", "--algorithms",
+                    "ring,native", "-J", str(out))
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 8 and all(r["type"] == "bfloat16" and r["wrong"] == 0 for r in rows)

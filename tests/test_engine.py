@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import refused
+from conftest import refused, run_main
 from needs import MPI_MISSING
 from ringtree.procs.launch import free_port, gpu_count, launch_body
 from ringtree.procs.run import oversubscription_warning
@@ -62,9 +62,9 @@ def test_nccl_every_collective_and_algorithm_matches_nccl(n):
 
 
 @pytest.mark.multiproc
-def test_run_json_reports_correctness_time_prediction_and_bytes(run_cli):
-    out = run_cli("run", "-n", "3", "reduce-scatter", "--size", "1000B", "--algorithm", "ring",
-              "--iters", "3", "--json")
+def test_run_json_reports_correctness_time_prediction_and_bytes(capsys):
+    out = run_main(capsys, "run", "-n", "3", "reduce-scatter", "--size", "1000B",
+                   "--algorithm", "ring", "--iters", "3", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["correct"] is True and d["algorithm"] == "ring"
@@ -76,9 +76,9 @@ def test_run_json_reports_correctness_time_prediction_and_bytes(run_cli):
 
 
 @pytest.mark.multiproc
-def test_run_takes_ranks_per_node_for_hierarchical(run_cli):
-    out = run_cli("run", "-n", "4", "all-reduce", "--algorithm", "hierarchical", "--ranks-per-node",
-              "2", "--size", "64KiB", "--iters", "2", "--json")
+def test_run_takes_ranks_per_node_for_hierarchical(capsys):
+    out = run_main(capsys, "run", "-n", "4", "all-reduce", "--algorithm", "hierarchical",
+                   "--ranks-per-node", "2", "--size", "64KiB", "--iters", "2", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["correct"] is True and d["algorithm"] == "hierarchical"
@@ -87,9 +87,9 @@ def test_run_takes_ranks_per_node_for_hierarchical(run_cli):
 
 @pytest.mark.multiproc
 @pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed (pip install ringtree[mpi])")
-def test_run_over_mpi_prints_the_table(run_cli):
-    out = run_cli("run", "-n", "2", "--backend", "mpi", "broadcast", "--root", "1",
-              "--size", "64KiB", "--iters", "2")
+def test_run_over_mpi_prints_the_table(capsys):
+    out = run_main(capsys, "run", "-n", "2", "--backend", "mpi", "broadcast", "--root", "1",
+                   "--size", "64KiB", "--iters", "2")
     assert out.returncode == 0, out.stderr
     assert "result: correct (verified against MPI's own broadcast" in out.stdout
     assert out.stdout.count(" yes ") == 2
@@ -183,8 +183,8 @@ def test_oversubscription_warning_above_four_ranks_per_core():
 
 
 @pytest.mark.multiproc
-def test_demo_traces_verifies_and_compares_with_the_model(run_cli):
-    out = run_cli("demo")
+def test_demo_traces_verifies_and_compares_with_the_model(capsys):
+    out = run_main(capsys, "demo")
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "ring all-reduce on 4 ranks" in text and "step 6" in text
