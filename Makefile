@@ -7,7 +7,7 @@ BIN = $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= test,mpi
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test test-fast lint venv clean
 
 venv: $(VENV)/.installed
 
@@ -22,9 +22,19 @@ demo: venv
 
 # lint-imports: the import contracts of pyproject.toml (DESIGN.md's layers).
 # RINGTREE_REQUIRE_MPI: the MPI tests fail (instead of skipping) when MPI is missing.
+# Two runs, one suite: the in-process tests on TEST_WORKERS pytest-xdist workers (one per
+# core), then the multiproc tests (rank worlds, CLI subprocesses, mpirun) one at a time, so
+# that their ranks do not share the cores with another test's and their timeouts hold.
+TEST_WORKERS ?= auto
 test: venv
 	$(BIN)/lint-imports
-	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest
+	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not multiproc"
+	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest -q -m multiproc
+
+# The inner loop: every test that starts no process (-m "not multiproc"), on TEST_WORKERS
+# workers. `make test` before a commit runs them all.
+test-fast: venv
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not multiproc"
 
 # ruff check only, no `ruff format --check`: the code's tables (records, argparse declarations,
 # NCCL's constant tables) are laid out by hand; the formatter would add ~2,000 lines and turn

@@ -1,8 +1,18 @@
-"""Shared test helpers: random per-rank inputs and result comparison against the reference."""
+"""Shared test helpers: random per-rank inputs and result comparison against the reference,
+the ``run_cli`` fixture, and the ``multiproc`` guard: a test that starts a process (a rank
+world through ringtree.procs.launch, a CLI subprocess, mpirun, multiprocessing) must carry
+``@pytest.mark.multiproc``, so that ``-m 'not multiproc'`` (``make test-fast``) is the whole
+in-process suite and nothing else."""
 
 from __future__ import annotations
 
+import multiprocessing.process
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
 import numpy as np
+import pytest
 from hypothesis import settings
 
 from ringtree.collectives import Collective, ReduceOp
@@ -11,6 +21,79 @@ settings.register_profile("ci", deadline=None, max_examples=60)
 settings.load_profile("ci")
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
+MULTIPROC = "multiproc"
+#: The test whose setup, call or teardown runs now (empty between tests, at collection).
+_running: list[pytest.Item] = []
+
+
+def _refuse_unmarked(what: object) -> None:
+    """Fail the running test if it lacks the ``multiproc`` marker."""
+    if _running and _running[-1].get_closest_marker(MULTIPROC) is None:
+        pytest.fail(f"{_running[-1].nodeid} starts a process ({what!r}) without "
+                    f"@pytest.mark.{MULTIPROC} (tests/conftest.py)", pytrace=False)
+
+
+def _guard(start: Callable, what: Callable[..., object]) -> Callable:
+    def guarded(self, *args, **kwargs):  # noqa: ANN001, ANN202 - the wrapped method's own
+        _refuse_unmarked(what(self, *args))
+        return start(self, *args, **kwargs)
+
+    return guarded
+
+
+# Every process start goes through one of these two: subprocess.Popen (subprocess.run,
+# ringtree.procs.launch's ranks and mpirun) and multiprocessing (torch.multiprocessing too).
+subprocess.Popen._execute_child = _guard(  # type: ignore[method-assign]
+    subprocess.Popen._execute_child, lambda _, args, *rest: args)
+multiprocessing.process.BaseProcess.start = _guard(  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start, lambda proc: proc.name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator:
+    """Note the running test (its fixtures' set-up and tear-down included) for the guard."""
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+@pytest.fixture(scope="session")
+def run_cli() -> Callable[..., subprocess.CompletedProcess]:
+    """``run_cli(*argv, env=None, timeout=240)``: ``python -m ringtree.cli ARGV`` as the console
+    script runs it, in a process of its own (text output captured; ``env`` replaces the
+    environment). For what only a process shows: exit status, no traceback, no torch."""
+
+    def run(*argv: str, env: dict[str, str] | None = None,
+            timeout: float = 240) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ringtree.cli", *argv], capture_output=True,
+                              text=True, timeout=timeout, env=env)
+
+    return run
+
+
+def run_main(capsys: pytest.CaptureFixture, *argv: str) -> subprocess.CompletedProcess:
+    """``ringtree ARGV`` in this process (``ringtree.cli.main``, what the console script calls),
+    as ``run_cli`` returns it: exit status, stdout, stderr. Ranks it launches are processes
+    (the test needs the marker); the command's own process is this one (no torch import)."""
+    from ringtree.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(argv), code, out, err)
+
+
+def refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
+    """``ringtree ARGV`` in this process (:func:`run_main`; the multiproc guard fails the test
+    if it starts a process) must be refused: exit status 2, one ``ringtree: error:`` line on
+    stderr, no traceback and nothing on stdout. Returns that line."""
+    proc = run_main(capsys, *argv)
+    err = proc.stderr
+    assert proc.returncode == 2, (argv, proc.returncode, err)
+    assert "Traceback" not in err and proc.stdout == "", (argv, proc.stdout, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("ringtree: error:"), err
+    return err
 
 
 def make_inputs(

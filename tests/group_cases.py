@@ -351,13 +351,21 @@ def used_shape_mismatches(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def absent_peer(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:
-    """The last rank never calls: the others' first call on the group must raise PeerError
-    naming it within the call's timeout (plus start-up slack)."""
+    """The last rank never calls (alive and silent until the others are done, or ``wait_s``):
+    the others' first call on the group must raise PeerError naming it within the call's
+    timeout (plus start-up slack)."""
+    import os
     import time
+    from pathlib import Path
 
-    last = engine.size - 1
+    from ringtree.procs.launch import RESULT_DIR_ENV
+
+    last, folder = engine.size - 1, Path(os.environ[RESULT_DIR_ENV])
     if engine.rank == last:
-        time.sleep(cfg["wait_s"])
+        deadline = time.monotonic() + cfg["wait_s"]
+        others = [folder / f"absent-done.{r}" for r in range(last)]
+        while not all(p.exists() for p in others) and time.monotonic() < deadline:
+            time.sleep(0.02)
         return {"cases": 1, "failures": [], "keep": True}
     timeout_s = cfg["call_timeout_s"]
     start = time.monotonic()
@@ -369,4 +377,6 @@ def absent_peer(engine: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         if ok and took <= timeout_s + 3.0:
             return {"cases": 1, "failures": [], "took_s": took}
         return {"cases": 1, "failures": [f"rank {engine.rank} after {took:.1f} s: {e!r}"]}
+    finally:
+        (folder / f"absent-done.{engine.rank}").touch()
     return {"cases": 1, "failures": [f"rank {engine.rank}: no error without rank {last}"]}

@@ -17,12 +17,6 @@ TUTOR = ["cost", "all-reduce", "--params", "500k", "--dtype", "fp16", "-n", "2",
          "--hours", "3"]
 
 
-def run_cli(*argv):
-    return subprocess.run(
-        [sys.executable, "-m", "ringtree.cli", *argv], capture_output=True, text=True, timeout=60
-    )
-
-
 def rows(capsys, argv):
     assert main([*argv, "--json"]) == 0
     return {r["link"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
@@ -142,6 +136,7 @@ def test_trace_with_a_link_adds_step_times(capsys):
     assert out.count("1.01 ms") == 6 and "modelled time on custom" in out
 
 
+@pytest.mark.multiproc
 @pytest.mark.parametrize("command", [["cost", "all-reduce", "--size", "1GB", "-n", "8", "--link",
                                       "nvlink4", "--json"], ["links"]])
 def test_cost_and_links_do_not_import_torch(command):
@@ -197,10 +192,11 @@ def test_bad_input_is_one_line_exit_2(argv, capsys):
     assert out == ""
 
 
+@pytest.mark.multiproc
 @pytest.mark.parametrize(
     "flag, value", [("--size", "-5GB"), ("--link", "warp-drive"), ("--hours", "3")]
 )
-def test_bad_input_through_the_console_script_has_no_traceback(flag, value):
+def test_bad_input_through_the_console_script_has_no_traceback(flag, value, run_cli):
     full = {"--size": "1GB", "-n": "8", "--link": "nvlink4", flag: value}
     proc = run_cli("cost", "all-reduce", *[x for kv in full.items() for x in kv])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

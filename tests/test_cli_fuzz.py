@@ -331,6 +331,7 @@ def test_in_process(expected, argv, scratch, capsys, monkeypatch):
     _check(expected, code, capsys.readouterr().err, args)
 
 
+@pytest.mark.multiproc
 @pytest.mark.parametrize(("expected", "argv"), SUBPROCESS, ids=[_id(a) for _, a in SUBPROCESS])
 def test_as_a_process(expected, argv, scratch):
     start = time.monotonic()

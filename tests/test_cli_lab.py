@@ -2,8 +2,6 @@
 line and exit 1; a real run on three processes prints its steps, summary and trace."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -53,16 +51,15 @@ def test_a_failed_rank_is_one_line_and_exit_1(capsys, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def three_ranks(tmp_path_factory):
+def three_ranks(tmp_path_factory, run_cli):
     trace = tmp_path_factory.mktemp("lab") / "lab.json"
-    cmd = [sys.executable, "-m", "ringtree.cli", "lab", "ddp", "-n", "3", "--steps", "3",
-           "--algorithm", "ring", "--trace", str(trace), "--price-cluster-hour", "0.70",
-           "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    out = run_cli("lab", "ddp", "-n", "3", "--steps", "3", "--algorithm", "ring", "--trace",
+                  str(trace), "--price-cluster-hour", "0.70", "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout), json.loads(trace.read_text()), out.stderr
 
 
+@pytest.mark.multiproc
 def test_three_ranks_agree_with_pytorch(three_ranks):
     data, _, err = three_ranks
     s = data["summary"]
@@ -76,6 +73,7 @@ def test_three_ranks_agree_with_pytorch(three_ranks):
     assert "wrote" in err and "slices on 3 ranks" in err
 
 
+@pytest.mark.multiproc
 def test_three_ranks_bytes_and_dollars(three_ranks):
     data, _, _ = three_ranks
     s = data["summary"]
@@ -94,6 +92,7 @@ def test_three_ranks_bytes_and_dollars(three_ranks):
     )
 
 
+@pytest.mark.multiproc
 def test_three_ranks_trace(three_ranks):
     data, trace, _ = three_ranks
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]

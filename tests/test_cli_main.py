@@ -22,6 +22,7 @@ def test_version(capsys):
     assert ringtree.__version__ == importlib.metadata.version("ringtree")
 
 
+@pytest.mark.multiproc
 def test_python_dash_m_ringtree():
     proc = subprocess.run([sys.executable, "-m", "ringtree", "--version"],
                           capture_output=True, text=True, timeout=60)
@@ -69,6 +70,7 @@ def test_a_bug_is_one_line_with_status_1(monkeypatch, capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.multiproc
 @pytest.mark.slow
 def test_demo_json():
     proc = subprocess.run([sys.executable, "-m", "ringtree", "demo", "--json"],

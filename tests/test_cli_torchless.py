@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.multiproc  # every test here starts processes
 LOG = Path(__file__).parent / "data" / "nccl_tests" / "issue290-1x8-h100-one-process.log"
 NEEDS_TORCH = [
     ["run", "-n", "2", "all-reduce"],

@@ -1,19 +1,12 @@
 """The trace command, through the same entry point as the console script."""
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from conftest import refused
 from ringtree.cli import main
-
-
-def run_cli(*argv):
-    return subprocess.run(
-        [sys.executable, "-m", "ringtree.cli", *argv], capture_output=True, text=True, timeout=60
-    )
 
 
 def test_trace_all_reduce_json(capsys):
@@ -49,15 +42,12 @@ def test_trace_table_shows_six_steps(capsys):
         ["trace", "all-reduce", "-n", "4", "--size", "-5"],
     ],
 )
-def test_bad_input_is_one_line_exit_2(argv):
-    proc = run_cli(*argv)
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert proc.stderr.startswith("ringtree: error:")
+def test_bad_input_is_one_line_exit_2(argv, capsys):
+    refused(capsys, argv)
 
 
-def test_trace_writes_svg_html_and_chrome_files(tmp_path):
+@pytest.mark.multiproc
+def test_trace_writes_svg_html_and_chrome_files(tmp_path, run_cli):
     svg, page, chrome = tmp_path / "r.svg", tmp_path / "r.html", tmp_path / "r.json"
     proc = run_cli("trace", "all-reduce", "-n", "4", "--json", "--svg", str(svg),
                    "--html", str(page), "--chrome", str(chrome))
@@ -76,7 +66,8 @@ def test_trace_writes_svg_html_and_chrome_files(tmp_path):
     assert sends == {r: 2 * 3 * (1 << 20) // 4 // 4 * 4 for r in range(4)}
 
 
-def test_trace_file_errors_are_one_line_and_come_before_any_output(tmp_path):
+@pytest.mark.multiproc
+def test_trace_file_errors_are_one_line_and_come_before_any_output(tmp_path, run_cli):
     proc = run_cli("trace", "all-reduce", "-n", "4", "--svg", str(tmp_path / "no" / "x.svg"))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("ringtree: error: argument --svg: cannot write")
@@ -85,7 +76,8 @@ def test_trace_file_errors_are_one_line_and_come_before_any_output(tmp_path):
     assert proc.returncode == 2 and proc.stdout == "" and "40 ranks" in proc.stderr
 
 
-def test_trace_chrome_uses_the_link_given(tmp_path):
+@pytest.mark.multiproc
+def test_trace_chrome_uses_the_link_given(tmp_path, run_cli):
     # 4 ranks, 1 MiB: 262144 B per step at 1 GB/s plus 10 us of latency, 6 steps
     chrome = tmp_path / "t.json"
     proc = run_cli("trace", "all-reduce", "-n", "4", "--link", "custom:bw=1GB/s,lat=10us",

@@ -90,6 +90,7 @@ run_ranks(2, body)
 """
 
 
+@pytest.mark.multiproc
 def test_the_decision_log_names_the_algorithm_and_its_predicted_time(tmp_path):
     env = {**os.environ, "RINGTREE_DEBUG": "INFO", "RINGTREE_DEBUG_FILE": str(tmp_path / "log.%p")}
     subprocess.run([sys.executable, "-c", SCRIPT], env=env, check=True, timeout=60)
@@ -103,6 +104,7 @@ def test_the_decision_log_names_the_algorithm_and_its_predicted_time(tmp_path):
     assert any("algorithm tree (asked for by the caller)" in ln for ln in lines)
 
 
+@pytest.mark.multiproc
 def test_without_the_variable_nothing_is_logged():
     env = {k: v for k, v in os.environ.items() if not k.startswith("RINGTREE_DEBUG")}
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,

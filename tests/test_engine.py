@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import refused, run_main
 from needs import MPI_MISSING
 from ringtree.procs.launch import free_port, gpu_count, launch_body
 from ringtree.procs.run import oversubscription_warning
@@ -40,30 +41,30 @@ def run_suite(n: int, backend: str) -> None:
         assert r.result["failures"] == [], r.result["failures"][0]
 
 
+@pytest.mark.multiproc
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_gloo_every_collective_and_algorithm_matches_torch_distributed(n):
     run_suite(n, "gloo")
 
 
+@pytest.mark.multiproc
 @pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed (pip install ringtree[mpi])")
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_mpi_every_collective_and_algorithm_matches_mpi(n):
     run_suite(n, "mpi")
 
 
+@pytest.mark.multiproc
 @pytest.mark.skipif(NO_GPU, reason="no CUDA GPU (more ranks than GPUs share them)")
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_nccl_every_collective_and_algorithm_matches_nccl(n):
     run_suite(n, "nccl")
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*RINGTREE, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def test_run_json_reports_correctness_time_prediction_and_bytes():
-    out = cli("run", "-n", "3", "reduce-scatter", "--size", "1000B", "--algorithm", "ring",
-              "--iters", "3", "--json")
+@pytest.mark.multiproc
+def test_run_json_reports_correctness_time_prediction_and_bytes(capsys):
+    out = run_main(capsys, "run", "-n", "3", "reduce-scatter", "--size", "1000B",
+                   "--algorithm", "ring", "--iters", "3", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["correct"] is True and d["algorithm"] == "ring"
@@ -74,36 +75,48 @@ def test_run_json_reports_correctness_time_prediction_and_bytes():
         assert r["bytes_sent"] == r["bytes_sent_schedule"] > 0
 
 
-def test_run_takes_ranks_per_node_for_hierarchical():
-    out = cli("run", "-n", "4", "all-reduce", "--algorithm", "hierarchical", "--ranks-per-node",
-              "2", "--size", "64KiB", "--iters", "2", "--json")
+@pytest.mark.multiproc
+def test_run_takes_ranks_per_node_for_hierarchical(capsys):
+    out = run_main(capsys, "run", "-n", "4", "all-reduce", "--algorithm", "hierarchical",
+                   "--ranks-per-node", "2", "--size", "64KiB", "--iters", "2", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["correct"] is True and d["algorithm"] == "hierarchical"
     assert all(r["bytes_sent"] == r["bytes_sent_schedule"] > 0 for r in d["ranks"])
 
 
+@pytest.mark.multiproc
 @pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed (pip install ringtree[mpi])")
-def test_run_over_mpi_prints_the_table():
-    out = cli("run", "-n", "2", "--backend", "mpi", "broadcast", "--root", "1",
-              "--size", "64KiB", "--iters", "2")
+def test_run_over_mpi_prints_the_table(capsys):
+    out = run_main(capsys, "run", "-n", "2", "--backend", "mpi", "broadcast", "--root", "1",
+                   "--size", "64KiB", "--iters", "2")
     assert out.returncode == 0, out.stderr
     assert "result: correct (verified against MPI's own broadcast" in out.stdout
     assert out.stdout.count(" yes ") == 2
 
 
-def worker_pids() -> set[int]:
+def tagged_env() -> tuple[dict[str, str], bytes]:
+    """An environment that marks the ranks a test starts (they inherit it), and the mark."""
+    tag = f"RINGTREE_TEST_RUN={os.getpid()}-{time.monotonic_ns()}"
+    return {**os.environ, tag.split("=")[0]: tag.split("=")[1]}, tag.encode()
+
+
+def worker_pids(tag: bytes) -> set[int]:
+    """The rank processes (ringtree.procs.rank) whose environment holds ``tag``: this test's,
+    not those of another suite running on the machine."""
     pids = set()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if b"ringtree.procs.rank" in (d / "cmdline").read_bytes():
+                if (b"ringtree.procs.rank" in (d / "cmdline").read_bytes()
+                        and tag in (d / "environ").read_bytes().split(b"\0")):
                     pids.add(int(d.name))
             except OSError:
                 pass
     return pids
 
 
+@pytest.mark.multiproc
 @pytest.mark.skipif(NO_GPU, reason="no CUDA GPU")
 def test_ddp_hook_over_nccl_gives_torch_gradients_bitwise():
     out = subprocess.run(
@@ -120,12 +133,13 @@ def test_ddp_hook_over_nccl_gives_torch_gradients_bitwise():
         assert d["bytes"] == 136_714 * 4 and d["bytes_sent"] == d["bytes"]
 
 
+@pytest.mark.multiproc
 @pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc to list processes")
-def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind():
-    before = worker_pids()
+def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind(run_cli):
+    env, tag = tagged_env()
     start = time.monotonic()
-    out = cli("run", "-n", "4", "all-reduce", "--algorithm", "ring", "--size", "4MiB",
-              "--kill-rank", "3", "--timeout", "3s")
+    out = run_cli("run", "-n", "4", "all-reduce", "--algorithm", "ring", "--size", "4MiB",
+                  "--kill-rank", "3", "--timeout", "3s", env=env)
     elapsed = time.monotonic() - start
     assert out.returncode == 1
     msg = out.stderr
@@ -136,7 +150,7 @@ def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind():
     assert "Traceback" not in msg
     assert elapsed < 3 + 30  # the per-call timeout plus process start-up on 2 cores
     time.sleep(0.2)
-    assert worker_pids() - before == set()
+    assert worker_pids(tag) == set()
 
 
 @pytest.mark.parametrize(
@@ -152,17 +166,14 @@ def test_a_killed_rank_fails_every_other_rank_fast_and_leaves_nothing_behind():
         (["-n", "0", "all-reduce"], "expected a whole number >= 1"),
     ],
 )
-def test_run_rejects_bad_input_without_starting_processes(args, expected):
-    out = cli("run", *args, timeout=30)
-    assert out.returncode == 2
-    assert expected in out.stderr and "Traceback" not in out.stderr
+def test_run_rejects_bad_input_without_starting_processes(args, expected, capsys):
+    assert expected in refused(capsys, ["run", *args])  # in this process: none may start
 
 
 @pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU")
-def test_run_over_nccl_without_a_gpu_says_so():
-    out = cli("run", "-n", "2", "all-reduce", "--backend", "nccl", timeout=60)
-    assert out.returncode == 2
-    assert "backend nccl needs a CUDA GPU" in out.stderr and "Traceback" not in out.stderr
+def test_run_over_nccl_without_a_gpu_says_so(capsys):
+    assert "backend nccl needs a CUDA GPU" in refused(capsys, ["run", "-n", "2", "all-reduce",
+                                                               "--backend", "nccl"])
 
 
 def test_oversubscription_warning_above_four_ranks_per_core():
@@ -171,8 +182,9 @@ def test_oversubscription_warning_above_four_ranks_per_core():
     assert "more than 4 per core" in oversubscription_warning(4 * cores + 1)
 
 
-def test_demo_traces_verifies_and_compares_with_the_model():
-    out = cli("demo")
+@pytest.mark.multiproc
+def test_demo_traces_verifies_and_compares_with_the_model(capsys):
+    out = run_main(capsys, "demo")
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "ring all-reduce on 4 ranks" in text and "step 6" in text
@@ -181,6 +193,7 @@ def test_demo_traces_verifies_and_compares_with_the_model():
     assert "measured" in text and "predicted" in text
 
 
+@pytest.mark.multiproc
 def test_inside_a_program_started_by_torchrun():
     free = str(free_port())
     out = subprocess.run(
@@ -195,29 +208,30 @@ def test_inside_a_program_started_by_torchrun():
         assert d["sum"] == 3.0 and d["max"] == [0, 2, 4, 6, 8, 10]
 
 
+@pytest.mark.multiproc
 @pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc to list processes")
 def test_a_terminated_run_stops_the_processes_it_started():
-    before = worker_pids()
+    env, tag = tagged_env()
     proc = subprocess.Popen(
         [*RINGTREE, "run", "-n", "2", "all-reduce", "--size", "64KiB",
          "--iters", "10000", "--no-check"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
     )
     try:
         deadline = time.monotonic() + 60
-        while len(worker_pids() - before) < 2 and time.monotonic() < deadline:
+        while len(worker_pids(tag)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        started = worker_pids() - before
+        started = worker_pids(tag)
         assert len(started) == 2, f"the ranks never started: {started}"
         proc.terminate()
         rc = proc.wait(timeout=30)
         assert rc == 128 + 15, (rc, proc.stderr.read().decode()[-2000:])
         deadline = time.monotonic() + 10
-        while worker_pids() & started and time.monotonic() < deadline:
+        while worker_pids(tag) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not worker_pids() & started, "ranks left running after SIGTERM"
+        assert not worker_pids(tag), "ranks left running after SIGTERM"
     finally:
         proc.kill()
         proc.wait()
-        for pid in worker_pids() - before:  # whatever a failure left behind
+        for pid in worker_pids(tag):  # whatever a failure left behind, this test's only
             os.kill(pid, 9)

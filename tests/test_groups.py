@@ -12,6 +12,7 @@ import pytest
 from needs import MPI_MISSING
 from ringtree.procs.launch import launch_body
 
+pytestmark = pytest.mark.multiproc  # every test here starts processes
 HERE = Path(__file__).parent
 ENV = {"PYTHONPATH": str(HERE)}
 
@@ -60,7 +61,8 @@ def test_a_mismatch_on_a_used_shape_is_an_error_on_every_rank_never_a_crash(back
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
     MPI_MISSING, reason="mpi4py/mpirun not installed"))])
 def test_a_peer_absent_at_the_first_call_is_a_peer_error_within_the_timeout(backend):
-    cfg = {"call_timeout_s": 2.0, "wait_s": 8.0, "keep_group": True}
+    # the absent rank stays until its peers are done (at most wait_s): silent, not dead
+    cfg = {"call_timeout_s": 2.0, "wait_s": 30.0, "keep_group": True}
     # under MPI, mpirun ends the absent rank once the others have left without MPI_Finalize
     results = run(3, backend, "group_cases:absent_peer", cfg, timeout_s=60, all_ok=False)
     assert all(r is not None and r["took_s"] < 5.0 for r in results[:2]), results
@@ -69,6 +71,6 @@ def test_a_peer_absent_at_the_first_call_is_a_peer_error_within_the_timeout(back
 @pytest.mark.parametrize("backend", ["gloo", pytest.param("mpi", marks=pytest.mark.skipif(
     MPI_MISSING, reason="mpi4py/mpirun not installed"))])
 def test_a_rank_after_its_peers_gave_up_fails_like_them_saying_so(backend):
-    results = run(2, backend, "late_cases:late_peer", {"call_timeout_s": 2.0, "late_s": 4.0},
+    results = run(2, backend, "late_cases:late_peer", {"call_timeout_s": 1.5, "late_s": 3.0},
                   timeout_s=120)
     assert all(r["cases"] == 2 for r in results)

@@ -72,6 +72,7 @@ def test_ddp_accepts_the_hooks(world_of_one):
         model.register_comm_hook(None, make())
 
 
+@pytest.mark.multiproc
 def test_register_reads_the_models_process_group():
     """DDP over dp = [0, 2] / [1, 3] at N = 4, registered without a state: the gradients are
     torch's dp mean, bitwise, not the world's."""

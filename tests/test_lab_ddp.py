@@ -37,6 +37,7 @@ def initial_params(seed):
     return torch.cat([p.detach().reshape(-1) for p in build_tutor(seed).parameters()]).numpy()
 
 
+@pytest.mark.multiproc
 def test_every_rank_ends_with_the_same_parameters(lab):
     for run in ("torch", "ringtree"):
         p0, p1 = (r.params for r in lab.runs[run])
@@ -45,6 +46,7 @@ def test_every_rank_ends_with_the_same_parameters(lab):
     assert lab.rank_spread("ringtree") == 0.0
 
 
+@pytest.mark.multiproc
 def test_ringtree_trains_like_pytorch(lab):
     ours, theirs = lab.runs["ringtree"][0].params, lab.runs["torch"][0].params
     start = initial_params(5)
@@ -56,12 +58,14 @@ def test_ringtree_trains_like_pytorch(lab):
         )
 
 
+@pytest.mark.multiproc
 def test_the_loss_goes_down(lab):
     losses = lab.mean_losses("ringtree")
     assert len(losses) == STEPS
     assert losses[-1] < 0.9 * losses[0]
 
 
+@pytest.mark.multiproc
 def test_bucket_records_match_the_schedule_and_the_model(lab):
     link = link_for("gloo")  # what the hook prices: the loopback model on this machine
     for rr in lab.runs["ringtree"]:
@@ -83,6 +87,7 @@ def test_bucket_records_match_the_schedule_and_the_model(lab):
         assert len({b["step"] for b in rr.buckets}) == STEPS
 
 
+@pytest.mark.multiproc
 def test_trace_has_a_track_per_rank_and_the_transport_bytes(lab, tmp_path):
     trace = json.loads(json.dumps(lab_chrome_trace(lab)))  # loads with json
     events = trace["traceEvents"]
@@ -104,6 +109,7 @@ def test_trace_has_a_track_per_rank_and_the_transport_bytes(lab, tmp_path):
     assert len(steps) == 2 * 2 * STEPS
 
 
+@pytest.mark.multiproc
 def test_trace_slices_of_a_track_nest_and_backward_holds_the_buckets(lab):
     """Chrome's X slices of one track must nest or be disjoint; every step has a backward
     slice inside it, and every bucket's all-reduce ends inside its step's backward pass (DDP
@@ -147,6 +153,7 @@ def _children():
     return out
 
 
+@pytest.mark.multiproc
 def test_a_failing_rank_is_one_line_and_nothing_is_left():
     """A corpus shorter than one window: every rank raises while building its first batch."""
     with pytest.raises(RunFailed, match=r"^rank \d: RingtreeError: stream of 10 tokens is "
@@ -156,6 +163,7 @@ def test_a_failing_rank_is_one_line_and_nothing_is_left():
     assert _children() == []
 
 
+@pytest.mark.multiproc
 def test_a_lab_past_its_time_is_stopped():
     start = time.monotonic()
     with pytest.raises(RunFailed, match="did not finish within 3 s"):

@@ -19,6 +19,7 @@ def traces(tmp_path_factory):
     return folder
 
 
+@pytest.mark.multiproc
 def test_one_trace_per_rank_with_the_recorded_steps(traces):
     assert sorted(p.name for p in traces.iterdir()) == ["rank0.json", "rank1.json"]
     run = load_run([str(traces)])
@@ -32,6 +33,7 @@ def test_one_trace_per_rank_with_the_recorded_steps(traces):
         assert load["other_cores"] >= 0 and load["wall_s"] > 0
 
 
+@pytest.mark.multiproc
 def test_profile_reads_them_back(traces, capsys):
     capsys.readouterr()
     assert main(["profile", str(traces), "--json"]) == 0

@@ -16,6 +16,7 @@ import pytest
 from needs import MPI_MISSING
 from ringtree.procs.launch import process_alive
 
+pytestmark = pytest.mark.multiproc  # every test here starts processes
 HERE = Path(__file__).parent
 LAUNCHER = """
 import json, sys

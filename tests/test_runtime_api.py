@@ -175,6 +175,7 @@ def test_check_from_the_environment(monkeypatch):
     run_ranks(2, body)
 
 
+@pytest.mark.multiproc
 def test_importing_ringtree_does_not_import_torch_or_mpi():
     code = (
         "import sys, ringtree, ringtree.runtime; ringtree.ReduceOp; "
@@ -183,6 +184,7 @@ def test_importing_ringtree_does_not_import_torch_or_mpi():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.multiproc
 def test_no_process_group_is_a_clear_error():
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMPI_", "PMI", "MASTER_", "TORCHELASTIC"))}
@@ -370,6 +372,7 @@ def test_a_different_collective_is_named_with_its_algorithm():
         assert "algorithm=tree" in msg and "#" not in msg
 
 
+@pytest.mark.multiproc
 def test_torch_s_names_keywords_ops_p2p_objects_and_errors_as_torch_s_gloo_has_them():
     """tests/api_cases.py on 3 gloo ranks: every case bitwise torch's result, every bad
     argument torch's type of error, a group's own timeout honoured."""
@@ -456,6 +459,7 @@ def test_p2p_and_objects_on_in_process_ranks():
     assert all(o["objs"] == [{"r": 0}, {"r": 1}, {"r": 2}] for o in out)
 
 
+@pytest.mark.multiproc
 @pytest.mark.skipif(MPI_MISSING, reason="mpi4py/mpirun not installed")
 def test_mpi_ops_p2p_and_objects_under_mpi_as_mpi4py_has_them():
     from pathlib import Path

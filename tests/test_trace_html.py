@@ -79,6 +79,7 @@ def dump_dom(url, profile):
     return out
 
 
+@pytest.mark.multiproc
 @needs_chromium
 def test_page_steps_through_the_schedule_in_chromium(tmp_path):
     s = build("all-reduce", "ring", 4)
