@@ -70,3 +70,13 @@ def test_memory_line_never_says_none_recomputation(capsys):
     assert main(["plan", "--model", "llama3-8b", *ON]) == 0
     out = capsys.readouterr().out
     assert "(no recomputation)" in out and "none recomputation" not in out
+
+
+def test_a_verdict_skips_alternatives_whose_ep_does_not_divide_dp(capsys):
+    # deepseek-v3-like over 512 GPUs at pp=16 leaves dp=32 = ep: the verdict's alternatives
+    # (more pipeline stages) leave dp < ep; they are skipped, not priced (was an internal error)
+    from conftest import run_main
+
+    out = run_main(capsys, "plan", "--model", "deepseek-v3-like", "--cluster", "dgx-h100",
+                   "--nodes", "64", "--strategy", "zero1,pp=16,ep=32")
+    assert out.returncode == 0 and "verdict:" in out.stdout, out.stderr

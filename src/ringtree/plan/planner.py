@@ -95,6 +95,9 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
                             "is dense)")
     if model.moe and model.experts % layout.ep:
         raise RingtreeError(f"ep={layout.ep} does not divide the {model.experts} experts")
+    if layout.dp % layout.ep:
+        raise RingtreeError(f"ep={layout.ep} does not divide dp={layout.dp} (expert parallelism "
+                            "runs inside data parallelism)")
     if layout.cp > 1 and (model.seq_len is None or model.seq_len % (2 * layout.cp)):
         raise RingtreeError(
             f"cp={layout.cp} needs a sequence length divisible by 2 cp (load-balanced ring "
