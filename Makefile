@@ -34,7 +34,7 @@ test: venv
 # The inner loop: every test that starts no process (-m "not multiproc"), on TEST_WORKERS
 # workers. `make test` before a commit runs them all.
 test-fast: venv
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not multiproc"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not multiproc and not slow"
 
 # ruff check only, no `ruff format --check`: the code's tables (records, argparse declarations,
 # NCCL's constant tables) are laid out by hand; the formatter would add ~2,000 lines and turn

@@ -19,6 +19,8 @@ from ringtree.measure.plots import plot_sweep
 from ringtree.measure.result import BenchResult, Row
 from ringtree.measure.validate import validate
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 TRUTH = HostLink("truth", bandwidth_Bps=1e9, alpha_s=2e-4,
                  host=HostModel(2, 40e-6, 150e-6, 2.2e9, 1 / 6e9))
 ALGS = ("ring", "tree", "dbtree", "recursive", "rabenseifner")

@@ -12,6 +12,8 @@ import pytest
 
 from ringtree.cli import main
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 P5 = str(DATA / "keitaw-p5-2x8-h100-all_reduce-info-tagged.log")
 

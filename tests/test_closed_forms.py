@@ -9,6 +9,8 @@ from ringtree.cost.forms import registered as with_closed_forms
 from ringtree.cost.terms import max_bytes_sent, schedule_terms
 from ringtree.errors import RingtreeError
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 COUNTS = [0, 1, 5, 64, 1000, 12345]
 NS = list(range(1, 18)) + [24, 31, 32, 33, 48, 63, 64]
 

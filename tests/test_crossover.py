@@ -12,6 +12,8 @@ from ringtree.cost.crossover import crossover_map
 from ringtree.cost.links import get_link, parse_link
 from ringtree.cost.select import tuned
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 
 def ring_tree(m):
     return [c for c in m.crossovers if {c.a, c.b} == {"ring", "tree"}]

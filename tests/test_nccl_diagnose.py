@@ -14,6 +14,8 @@ from ringtree.measure import nccl_diagnose, nccl_fit
 from ringtree.measure import nccl_tests as nt
 from ringtree.measure.nccl_lines import Timing
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 P5 = DATA / "keitaw-p5-2x8-h100-all_reduce-info-tagged.log"
 

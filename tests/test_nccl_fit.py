@@ -19,6 +19,8 @@ from ringtree.measure import nccl_tests as nt
 from ringtree.measure.nccl_lines import Device, Row, Timing
 from ringtree.measure.nccl_tests import parse_file
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 DATA = Path(__file__).parent / "data" / "nccl_tests"
 P5 = DATA / "keitaw-p5-2x8-h100-all_reduce-info-tagged.log"
 

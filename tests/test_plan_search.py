@@ -13,6 +13,8 @@ from ringtree.plan.record import Training
 from ringtree.plan.search import _groups, _Scorer, candidates, search
 from ringtree.plan.strategy import Layout, parse_flavors
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 H100 = get_cluster("dgx-h100")
 
 

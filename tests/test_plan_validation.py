@@ -13,6 +13,8 @@ import pytest
 
 from ringtree.plan.compute import GENERATION
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "plan_vs_published.py"
 
 

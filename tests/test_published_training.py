@@ -21,6 +21,8 @@ FILES = sorted(DATA.glob("*.toml"))
 sys.path.insert(0, str(BENCH))
 import published_runs as pr  # noqa: E402
 
+pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
+
 #: The files added for issue 28: their runs must also state precision and framework.
 NEW = ("llm-foundry-mpt", "megatron-bridge-25.11-perf", "megatron-bridge-26.02-perf",
        "megatron-bridge-26.04-perf", "nemo-automodel-perf", "nemo-long-context",
