@@ -138,14 +138,15 @@ TRAIN_METRICS = {"llm-foundry": 2}
 PYTORCH_FSDP = ("torchtitan", "llm-foundry", "nemo-automodel")
 
 
-def _hsdp_shard(r: dict) -> int | None:
-    """The sharding group of an HSDP run (a printed FSDP group smaller than dp)."""
+def hsdp_shard(r: dict) -> int:
+    """The sharding group of an HSDP run (a printed FSDP group smaller than dp), as
+    ``Layout.shard`` takes it (0: none)."""
     label = str(r.get("fsdp_label", ""))
     if r.get("hsdp_shard"):
         return int(r["hsdp_shard"])
     if label.isdigit() and 1 < int(label) < dp_degree(r):
         return int(label)
-    return None
+    return 0
 
 
 def flavors(source: str, r: dict) -> list[str]:
@@ -178,7 +179,7 @@ def strategy(source: str, r: dict) -> str:
     lay = Layout(flavors(source, r)[0], dp_degree(r), r.get("tp", 1), r.get("pp", 1),
                  bool(r.get("sequence_parallel")), r.get("cp", 1), r.get("ep", 1),
                  r.get("virtual_stages", 1))
-    shard = _hsdp_shard(r)
+    shard = hsdp_shard(r)
     return lay.name + (f",shard={shard}" if shard else "")
 
 
@@ -216,11 +217,6 @@ def recompute_every(r: dict) -> int:
     """k of a run that checkpoints every k-th layer ("every 2"), else 1."""
     rc = str(r.get("recompute", ""))
     return int(rc.split()[1]) if rc.startswith("every ") else 1
-
-
-def hsdp_shard(r: dict) -> int:
-    """The HSDP sharding group (0: none), as ``Layout.shard`` takes it."""
-    return _hsdp_shard(r) or 0
 
 
 def cluster(source: str, r: dict) -> Cluster:
