@@ -26,8 +26,15 @@ MULTIPROC = "multiproc"
 _running: list[pytest.Item] = []
 
 
+#: Programs a library starts on its own, not a test's process: matplotlib runs ``fc-list`` once
+#: to build its font cache, in whichever test first draws when the cache is empty.
+EXEMPT = ("fc-list",)
+
+
 def _refuse_unmarked(what: object) -> None:
     """Fail the running test if it lacks the ``multiproc`` marker."""
+    if isinstance(what, (list, tuple)) and what and str(what[0]) in EXEMPT:
+        return
     if _running and _running[-1].get_closest_marker(MULTIPROC) is None:
         pytest.fail(f"{_running[-1].nodeid} starts a process ({what!r}) without "
                     f"@pytest.mark.{MULTIPROC} (tests/conftest.py)", pytrace=False)
