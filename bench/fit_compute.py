@@ -18,6 +18,12 @@ GEMMs and FlashAttention, each on one published run; check them on others.
   TFLOP/s per GPU; docs/source/performance/performance_long_sequence.md at commit 14d427f5,
   container NeMo25.04.rc2), where attention is 97 % of the FLOPs. The two are fitted in turn
   until they settle.
+- The sustained-clock ratio of Meta's H100 96 GB HBM2e at 500 W (gpus.toml's
+  ``h100-hbm2e-96gb``: no clock or TFLOP/s is published, torchtitan says its peak is "between
+  SXM and NVL"): the ratio in [835/989, 1] of its peaks to the H100 SXM's that minimises the
+  mean squared error of the rows marked ``fit = true`` on that GPU (torchtitan-perf-2025's
+  BF16 FSDP-only rows of Tables 1 and 3: Llama 3.1 8B on 8 and 128 GPUs, eager and compiled),
+  on a grid of 0.001 (0.845 to 1).
 - Checks: Megatron-Bridge 25.11's DGX-H100 LLAMA3_70B FP8-CS (64 GPUs, TP 4, PP 8, VP 5:
   1,602 tokens/s/GPU); torchao's torchtitan benchmark, Llama3-8b on 8 H100 (FSDP2, batch 1,
   sequence 8192, per-op SAC, torch.compile): BF16 6,150 tokens/s, FP8 tensorwise with float8
@@ -32,13 +38,14 @@ Unstated settings (recomputation, sequence parallelism) take the fastest value t
 
 from __future__ import annotations
 
+import math
 import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from ringtree.cost.clusters import get_cluster
+from ringtree.cost.clusters import get_cluster, gpus
 from ringtree.plan.compute import GENERATION, Efficiency, default_efficiency
 from ringtree.plan.model import Model, count_params
 from ringtree.plan.placement import on_cluster
@@ -48,7 +55,7 @@ from ringtree.plan.record import Plan, Training
 from ringtree.plan.strategy import Layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also when imported
-from plan_vs_published import error, load, outside, predict  # noqa: E402
+from plan_vs_published import Run, error, load, outside, predict  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published_training"
 SOURCE = "megatron-bridge-25.11-perf"
@@ -131,6 +138,32 @@ def hopper_fp8(lo: float = 0.6, hi: float = 0.8, step: float = 0.0025) -> tuple[
     return min(((v, mean(v)) for v in grid), key=lambda x: x[1])
 
 
+#: H100 NVL's dense BF16 peak over H100 SXM's (torchtitan/tools/utils.py get_peak_flops:
+#: 835e12 and 989e12): the lowest sustained-clock ratio the 500 W part can have.
+NVL_OVER_SXM = 835 / 989
+
+
+def _scaled(run: Run, ratio: float) -> Run:
+    """The run on its GPU with both peaks at ``ratio`` x H100 SXM's."""
+    sxm, pl = gpus()["h100-sxm"], run.placement
+    gpu = replace(pl.cluster.gpu, bf16_tflops=sxm.bf16_tflops * ratio,  # type: ignore[union-attr]
+                  fp8_tflops=sxm.fp8_tflops * ratio)
+    return replace(run, placement=replace(pl, cluster=replace(pl.cluster, gpu=gpu)))
+
+
+def hbm2e_ratio(step: float = 0.001) -> tuple[float, float]:
+    """The H100 HBM2e 500 W part's sustained-clock ratio (module doc) and the fit rows' mean
+    |error| at it."""
+    runs = [r for r in load()[0] if r.data.get("fit") and "HBM2e" in str(r.data.get("gpu"))]
+
+    def errors(v: float) -> list[float]:
+        return [error(r, predict(r, GENERATION["hopper"])) for r in (_scaled(x, v) for x in runs)]
+
+    grid = [i * step for i in range(math.ceil(NVL_OVER_SXM / step), round(1 / step) + 1)]
+    best_v = min(grid, key=lambda v: sum(e * e for e in errors(v)))
+    return best_v, sum(abs(e) for e in errors(best_v)) / len(runs)
+
+
 def blackwell(ratio: float) -> Efficiency:
     """Blackwell's fp8_gemm (BF16 tied by ``ratio``) and flash, fitted in turn."""
     eff = default_efficiency(get_cluster("dgx-b200").gpu)
@@ -151,6 +184,9 @@ def main() -> int:
     print(f"# blackwell: fp8_gemm {bw.fp8_gemm:.4f}, gemm {bw.gemm:.4f} (fitted on {SOURCE} "
           f"DGX-B200 LLAMA3_8B; BF16 at Hopper's BF16/FP8 ratio {ratio:.4f}), flash "
           f"{bw.flash:.4f} (fitted on NeMo's B200 LLAMA3-8B 1024K)")
+    clock, err = hbm2e_ratio()
+    print(f"# h100-hbm2e-96gb: sustained-clock ratio {clock:.3f} (BF16 {989 * clock:.1f}, FP8 "
+          f"{1979 * clock:.1f} TFLOP/s; fit rows' mean |error| {err:.1%})")
     eff = replace(GENERATION["hopper"], fp8_gemm=hopper)
     r = _run("llama3_70b-64gpu")
     got, want = best(r, "dgx-h100", eff).step_time_s, published_s(r, eff)

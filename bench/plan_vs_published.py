@@ -82,6 +82,7 @@ from published_runs import (  # noqa: E402
     recompute_every,
     recomputes,
 )
+from torchtitan_runs import torchtitan_stages  # noqa: E402
 
 __all__ = ["HERE", "Run", "load", "outside"]
 #: Runs that calibrate their GPU generation's efficiency (source file stem, run name): the
@@ -103,6 +104,10 @@ FITTED = {
     ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp"),
     ("torchtitan-perf-2025", "llama3.1-8b-8gpu-fsdp-compile"),
     ("narayanan2021", "zero3-174.6b-768gpu"),  # DeepSpeed ZeRO-3's slowdown (plan/frameworks.py)
+    # and the rows a TOML marks ``fit = true`` (the sustained clock of the H100 HBM2e 500 W
+    # part, ringtree/data/gpus.toml, on torchtitan-perf-2025's BF16 FSDP rows)
+    *((p.stem, r["name"]) for p in sorted(HERE.glob("*.toml"))
+      for r in tomllib.loads(p.read_text()).get("runs", []) if r.get("fit")),
 }
 
 
@@ -115,6 +120,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
     layers = r["layers"]
     if "virtual_stages" in r:
         vs = [r["virtual_stages"]]
+    elif pp > 1 and framework(run.source, r) == "torchtitan":
+        vs = [torchtitan_stages(r)]
     elif pp > 1 and "interleaved" in str(r.get("pipeline_schedule", "interleaved")).lower() and (
         run.source not in DEEPSPEED
     ):

@@ -21,6 +21,8 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from torchtitan_runs import torchtitan_why
+
 from ringtree.cost.clusters import Cluster, get_cluster, gpus
 from ringtree.errors import RingtreeError
 from ringtree.plan.model import Model, count_params
@@ -65,8 +67,8 @@ GPUS = (("GB200", "dgx-gb200-nvl72"), ("B200", "dgx-b200"), ("H100", "dgx-h100")
         ("H200", "dgx-h100"), ("A100", "dgx-a100"), ("Ampere", "dgx-a100"))
 #: GPUs that sit in their generation's DGX node but are another part (an H200 host of 8 GPUs
 #: on NVLink with a 400 Gb/s NIC per GPU, as the Trainy benchmark describes, is a DGX H100 of
-#: H200s).
-PARTS = (("A100-40GB", "a100-sxm-40gb"), ("H200", "h200-sxm"))
+#: H200s; Meta's Grand Teton H100 of 96 GB HBM2e at 500 W, torchtitan's, is a DGX H100 of those).
+PARTS = (("A100-40GB", "a100-sxm-40gb"), ("H200", "h200-sxm"), ("H100-HBM2e", "h100-hbm2e-96gb"))
 #: Model families with SwiGLU MLPs and untied embeddings (Llama, Qwen3, DeepSeek, GPT-OSS,
 #: Mixtral); the others (GPT-3, MPT, BLOOM, OPT) have GeLU MLPs and tied embeddings.
 GATED = re.compile(r"llama|qwen|deepseek|gpt.?oss|mixtral", re.IGNORECASE)
@@ -191,12 +193,15 @@ def global_batch(r: dict) -> int:
 
 def micro_batches(r: dict) -> list[int]:
     """The micro-batch sizes to try: as printed; torchtitan's local batch without pipelining
-    (one forward per step); else 1, 2, 4, 8."""
+    (one forward per step), split into pp micro-batches with it
+    (torchtitan_runs.TORCHTITAN_PP);
+    else 1, 2, 4, 8."""
     if "micro_batch" in r:
         return [int(r["micro_batch"])]
-    if "local_batch" in r and r.get("pp", 1) == 1:
-        return [int(r["local_batch"])]
+    if "local_batch" in r:
+        return [max(1, int(r["local_batch"]) // r.get("pp", 1))]
     return [1, 2, 4, 8]
+
 
 
 def main_grad_bytes(r: dict) -> int:
@@ -315,7 +320,7 @@ def _unexplained_why(source: str, r: dict) -> str | None:
 def outside(source: str, r: dict) -> str | None:
     """Why a run is outside what main's planner describes (its error is shown, not counted):
     every reason, joined, or None."""
-    why = [w for w in (_moe_why(r), _hardware_why(r), _unexplained_why(source, r)) if w]
+    why = [w for w in (_moe_why(r), torchtitan_why(r), _unexplained_why(source, r)) if w]
     return "; ".join(why) or None
 
 
@@ -369,16 +374,6 @@ def _moe_why(r: dict) -> str | None:
         why.append(f"ep={r['ep']} spans tensor- and data-parallel ranks (dp={dp_degree(r)}): "
                    "the layout puts ep inside dp")
     return "; ".join(why) or None
-
-
-def _hardware_why(r: dict) -> str | None:
-    gpu = str(r.get("gpu", ""))
-    if r.get("gpu_power_limit_w") or "HBM2e" in gpu:
-        limit = r.get("gpu_power_limit_w")
-        power = f"at a {limit} W power limit" if limit else "at a lower TDP"
-        return (f"{gpu} {power}: no GPU preset (its peak is 'between SXM and NVL', the source "
-                "says)")
-    return None
 
 
 def left_out(source: str, r: dict) -> str | None:

@@ -45,3 +45,20 @@ def test_blackwell_reproduces_its_two_rows(fits):
     # tied: Blackwell's BF16/FP8 efficiency ratio is Hopper's
     hopper = GENERATION["hopper"]
     assert eff.gemm / eff.fp8_gemm == pytest.approx(hopper.gemm / hopper.fp8_gemm, rel=0.002)
+
+
+def test_the_hbm2e_part_runs_at_its_fitted_clock(fits):
+    # one sustained-clock ratio for both peaks, between H100 NVL's 835 and H100 SXM's 989
+    # TFLOP/s (torchtitan: "between SXM and NVL"), fitted on the four rows marked fit = true
+    from ringtree.cost.clusters import gpus
+
+    ratio, err = fits.hbm2e_ratio()
+    assert 835 / 989 <= ratio <= 1 and err < 0.02  # 1.6 % over the four rows when fitted
+    part = gpus()["h100-hbm2e-96gb"]
+    assert part.bf16_tflops == pytest.approx(989 * ratio, abs=0.05)  # 845.6
+    assert part.fp8_tflops == pytest.approx(1979 * ratio, abs=0.05)  # 1,692.0
+    assert part.memory_bandwidth_GBps == 2400 and part.memory_bytes == 96 * 10**9
+    fitted = {r.name for r in fits.load()[0] if r.data.get("fit")}
+    assert fitted == {"llama3.1-8b-8gpu-fsdp", "llama3.1-8b-8gpu-fsdp-compile",
+                      "llama3.1-8b-128gpu-fsdp", "llama3.1-8b-128gpu-fsdp-compile"}
+    assert {("torchtitan-perf-2025", n) for n in fitted} <= sys.modules["plan_vs_published"].FITTED

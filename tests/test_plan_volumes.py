@@ -155,3 +155,17 @@ def test_full_recomputation_repeats_the_forward_tp_collectives():
     )
     name = "all-reduce activations (tp fwd)"
     assert full[name].calls == 2 * plain[name].calls == 4 * L
+
+
+def test_op_level_checkpointing_repeats_only_the_sequence_parallel_all_gathers():
+    # torchtitan's op-level save list holds reduce_scatter_tensor, not all_gather: the
+    # backward's recomputation gathers each layer's two inputs again (2 L more calls)
+    lay = Layout("ddp", 1, 8, 1, sp=True)
+    op = by_op(step_collectives(PRESETS["7b"], lay, Batch(2, 1, 1, op_recompute=True)))
+    assert op["all-gather activations (sp fwd)"].calls == 4 * L
+    assert op["reduce-scatter activations (sp fwd)"].calls == 2 * L
+    assert op["all-gather activations (sp bwd)"].calls == 2 * L
+    assert op["reduce-scatter activations (sp bwd)"].calls == 2 * L
+    plain = by_op(step_collectives(PRESETS["7b"], Layout("ddp", 1, 8, 1), Batch(2, 1, 1,
+                                                                            op_recompute=True)))
+    assert plain["all-reduce activations (tp fwd)"].calls == 2 * L  # no gathers to repeat

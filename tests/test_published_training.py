@@ -20,6 +20,7 @@ DATA = BENCH / "published_training"
 FILES = sorted(DATA.glob("*.toml"))
 sys.path.insert(0, str(BENCH))
 import published_runs as pr  # noqa: E402
+import torchtitan_runs as tt  # noqa: E402
 
 pytestmark = pytest.mark.slow  # heavy: out of `make test-fast`, in `make test`
 
@@ -152,12 +153,28 @@ def test_each_field_is_read_as_stated():
     assert pr.flavors("x", {}) == ["ddp", "zero1"]
     assert pr.global_batch({"global_batch_tokens": 8388608, "seq_len": 2048}) == 4096
     assert pr.micro_batches({"local_batch": 16}) == [16]
-    assert pr.micro_batches({"local_batch": 32, "pp": 8}) == [1, 2, 4, 8]
+    # torchtitan's default of pp micro-batches (9dec370a): 32 sequences in 8 of 4
+    assert pr.micro_batches({"local_batch": 32, "pp": 8}) == [4]
+    assert pr.micro_batches({"pp": 8}) == [1, 2, 4, 8]
+    assert tt.torchtitan_stages({"pipeline_schedule": "Interleaved 1F1B"}) == 2  # 9dec370a
+    assert tt.torchtitan_stages({"pipeline_schedule": "1F1B"}) == 1
     assert pr.framework("bloom176b", {}) == "deepspeed"
     assert pr.planner_framework("torchtitan") == "fsdp"
     assert pr.planner_framework("llm-foundry") == "fsdp"
     assert pr.planner_framework("megatron-bridge") == "megatron"
     assert pr.ERA["llm-foundry-mpt"][0] == "triton"  # attn_impl: triton
+
+
+def test_torchtitan_rows_outside_name_their_reason():
+    base = {"framework": "torchtitan", "seq_len": 8192, "gpus_per_node": 8}
+    assert tt.torchtitan_why({**base, "precision_label": "float8 rowwise"}) == tt.ROWWISE
+    assert tt.torchtitan_why({**base, "precision_label": "float8 tensorwise"}) is None
+    assert tt.torchtitan_why({**base, "cp": 2}) is None  # 8B, CP 2 in one node: priced
+    assert tt.torchtitan_why({**base, "cp": 4}) == tt.CP
+    assert tt.torchtitan_why({**base, "cp": 2, "tp": 8}) == tt.CP  # CP ranks on other nodes
+    assert tt.torchtitan_why({**base, "framework": "megatron", "cp": 8}) is None
+    # the H100 HBM2e part has a preset: no run is outside for its GPU any more
+    assert not any("no GPU preset" in (pr.outside(s, r) or "") for s, r in _all_runs())
 
 
 def test_placements_keep_every_gpu():
@@ -171,6 +188,11 @@ def test_placements_keep_every_gpu():
     assert (rack.nodes, rack.gpus_per_node) == (4, 64)
     hbm2e = pr.placement("x", {"gpu": "H100-HBM2e-96GB", "gpus": 8})
     assert hbm2e.gpu_memory_bytes == 96 * 10**9
+    assert hbm2e.cluster.gpu.key == "h100-hbm2e-96gb"  # Meta's 500 W part, not the SXM's
+    assert hbm2e.cluster.gpu.memory_bandwidth_GBps == 2400  # torchtitan: 2.4 TB/s
+    old = pr.placement("x", {"gpu": "H100-HBM2e-95GB", "gpus": 128})  # the 2024 page's
+    assert old.cluster.gpu.key == "h100-hbm2e-96gb" and old.gpu_memory_bytes == 95 * 10**9
+    assert pr.placement("x", {"gpu": "H100-SXM-80GB", "gpus": 8}).cluster.gpu.key == "h100-sxm"
     h200 = pr.placement("x", {"gpu": "H200", "gpus": 32, "gpus_per_node": 8})
     assert h200.gpu_memory_bytes == 141 * 10**9 and h200.nodes == 4
 

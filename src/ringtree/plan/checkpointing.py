@@ -19,8 +19,10 @@ GEMMs taken as long as the weight gradients') and the forward's memory-bound ker
 activations, rotary embeddings: the forward less its GEMMs and attention); the layer keeps its
 input (2 s b h), attention's output (2 s b q) and every other GEMM output in order (q, k, v,
 o, then the MLP's gate, up, down or fc1, fc2: the first, third, ... of them, 2 bytes each)
-instead of its whole activations; the TP collectives are not repeated (reduce-scatters are in
-the save list). Dense models only.
+instead of its whole activations. Of the TP collectives the backward repeats the sequence-
+parallel all-gathers (not in the save list: the GEMMs' gathered inputs are recomputed for their
+weight gradients) and not the reduce-scatters (in it; :class:`ringtree.plan.volumes.Batch`'s
+``op_recompute``). Dense models only.
 """
 
 from __future__ import annotations

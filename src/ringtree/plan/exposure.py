@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
-from ringtree.plan.checkpointing import micro_batch_every, share
+from ringtree.plan.checkpointing import OP, micro_batch_every, share
 from ringtree.plan.compute import Device, optimizer_time
 from ringtree.plan.frameworks import dp_batch, dp_overlap, framework_s, slow_call, slowed
 from ringtree.plan.groups import PP, group_shape
@@ -164,7 +164,8 @@ def per_micro_batch(
     Shared by the data-parallel flavours of a layout (cached)."""
     batch = Batch(training.itemsize, training.micro_batch, m, training.bucket_bytes,
                   training.recompute == "full", training.framework != DEEPSPEED,
-                  recompute_every=training.recompute_every)
+                  recompute_every=training.recompute_every,
+                  op_recompute=training.recompute == OP)
     again = share(model, layout, training.recompute, training.recompute_every)
     priced = price_ops(micro_batch_ops(model, layout, batch), layout, gpn, pricer,
                        training.itemsize)

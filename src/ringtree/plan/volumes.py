@@ -112,6 +112,8 @@ class Batch:
         (:mod:`ringtree.plan.checkpointing`): ceil(L'/K) layers repeat their forward's TP,
         CP and EP communication.
     reduce_itemsize: bytes per gradient element in the reduce-scatter (None: itemsize).
+    op_recompute: op-level checkpointing (:mod:`ringtree.plan.checkpointing`): the backward
+        repeats each layer's sequence-parallel all-gathers, not its reduce-scatters.
     """
 
     itemsize: int
@@ -123,6 +125,7 @@ class Batch:
     fsdp: bool = False
     reduce_itemsize: int | None = None
     recompute_every: int = 1
+    op_recompute: bool = False
 
     def recomputed(self, layers: int) -> int:
         """How many of ``layers`` repeat their forward in the backward."""
@@ -251,7 +254,9 @@ def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
     ops: list[CommOp] = []
     act = batch.micro_batch * (s // layout.cp) * h * p
     if layout.tp > 1:
-        ops += _tensor_parallel(layout, act, layers, m, batch.recomputed(layers))
+        again = batch.recomputed(layers)
+        ops += _tensor_parallel(layout, act, layers, m, again,
+                                layers if batch.op_recompute else again)
     if layout.cp > 1:
         ops += _context_parallel(model, layout, batch, layers)
     if layout.ep > 1 and model.moe:
@@ -317,22 +322,24 @@ def _fsdp(
     return ops
 
 
-def _tensor_parallel(layout: Layout, act: int, layers: int, m: int,
-                     again: int) -> list[CommOp]:
+def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, again: int,
+                     gathers: int) -> list[CommOp]:
     """2 collectives per layer forward (4 with sp), on the critical path unless they overlap
-    the forward GEMMs, again when full recomputation repeats the forward; as many backward,
-    beside the weight gradients."""
-    if layout.sp:  # (name, collective) forward, then backward
-        pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER),
-                 ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER)]
+    the forward GEMMs, again in the ``again`` layers whose forward recomputation repeats (the
+    all-gathers in ``gathers`` layers: op-level checkpointing repeats only those); as many
+    backward, beside the weight gradients."""
+    if layout.sp:  # (name, collective, layers repeating it) forward, then backward
+        pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER, gathers),
+                 ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER, again)]
         source = SEQ_PAR
     else:
-        pairs, source = [("all-reduce activations (tp {})", Collective.ALL_REDUCE)], MEGATRON
-    fwd_source = source if not again else f"{source}; {RECOMPUTE}"
-    forward = [_even(name.format("fwd"), col, TP, act, 2 * (layers + again), m, FGEMM, fwd_source,
-                     phase=FORWARD) for name, col in pairs]
+        pairs = [("all-reduce activations (tp {})", Collective.ALL_REDUCE, again)]
+        source = MEGATRON
+    forward = [_even(name.format("fwd"), col, TP, act, 2 * (layers + n), m, FGEMM,
+                     f"{source}; {RECOMPUTE}" if n else source, phase=FORWARD)
+               for name, col, n in pairs]
     backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
-                      phase=BACKWARD) for name, col in pairs]
+                      phase=BACKWARD) for name, col, _ in pairs]
     return forward + backward
 
 
