@@ -74,6 +74,7 @@ from published_runs import (  # noqa: E402
     global_batch,
     hsdp_shard,
     load,
+    loss,
     main_grad_bytes,
     micro_batches,
     outside,
@@ -152,7 +153,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       recompute_every=recompute_every(r),
                                       main_grad_bytes=main_grad_bytes(r),
                                       pp_overlap=label == "megatron-bridge" and v > 1,
-                                      train_metrics=TRAIN_METRICS.get(label, 0))
+                                      train_metrics=TRAIN_METRICS.get(label, 0),
+                                      loss=loss(label, r))
                         out.append((lay, tr))
     return out
 

@@ -136,6 +136,18 @@ def planner_framework(label: str) -> str:
 #: defaults to True; the benchmark yamls do not set it), which Composer updates after every
 #: micro-batch's backward.
 TRAIN_METRICS = {"llm-foundry": 2}
+#: How each framework's loss is computed, where it is not the planner framework's
+#: (``Training.loss``, :func:`ringtree.plan.memory.logit_bytes`): llm-foundry's MPT defaults to
+#: FlashAttention's fused cross-entropy (``loss_fn: fused_crossentropy``,
+#: llmfoundry/models/mpt/modeling_mpt.py at 5e85bd62d; the benchmark YAMLs do not set it).
+LOSS = {"llm-foundry": "fused"}
+
+
+def loss(label: str, r: dict) -> str:
+    """How the run's loss is computed (``Training.loss``): the row's ``loss`` (NeMo
+    AutoModel's MoE benchmark configs set ``MaskedCrossEntropy`` with ``fp32_upcast: false``,
+    examples/benchmark/configs/*.yaml at 8d9bfb90: ``torch-16bit``), else the framework's."""
+    return str(r.get("loss") or LOSS.get(label, ""))
 #: Frameworks that shard with PyTorch's FSDP/FSDP2.
 PYTORCH_FSDP = ("torchtitan", "llm-foundry", "nemo-automodel")
 
@@ -372,7 +384,8 @@ def _moe_why(r: dict) -> str | None:
     why = [w for w in (_moe_fit_why(r),) if w]
     if r.get("ep", 1) > 1 and dp_degree(r) % r["ep"]:
         why.append(f"ep={r['ep']} spans tensor- and data-parallel ranks (dp={dp_degree(r)}): "
-                   "the layout puts ep inside dp")
+                   "the layout puts ep inside dp (so it is planned with ep=1, every expert of "
+                   "the stage on each GPU: predicted not to fit)")
     return "; ".join(why) or None
 
 

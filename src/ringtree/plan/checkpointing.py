@@ -82,25 +82,25 @@ def micro_batch_every(
 
 def activations_every(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str, attention: str,
-    itemsize: int, framework: str, every: int, precision: str = BF16,
+    itemsize: int, framework: str, every: int, precision: str = BF16, loss: str = "",
 ) -> int:
     """:func:`ringtree.plan.memory.activation_memory`, every ``every``-th layer checkpointed."""
     args = (b, micro_batches)
     if recompute == OP:
         none = activation_memory(m, layout, *args, NONE, attention, itemsize, framework,
-                                 precision)
+                                 precision, loss)
         held = first_stage_layers(m.layers or 1, layout.pp) * in_flight(layout, micro_batches)
         saved = _op_bytes_per_layer(m, b, layout)
         whole = activation_bytes_per_layer(m, b, layout.tp, layout.sp, NONE, attention,
                                            layout.cp)
         return int(none - held * max(0.0, whole - saved))
     full = activation_memory(m, layout, *args, recompute, attention, itemsize, framework,
-                                 precision)
+                                 precision, loss)
     r = share(m, layout, recompute, every)
     if recompute != FULL or r == 1.0:
         return full
     none = activation_memory(m, layout, *args, NONE, attention, itemsize, framework,
-                                 precision)
+                                 precision, loss)
     return int(none - r * (none - full))
 
 

@@ -47,8 +47,12 @@ divide L, the first and last stages take the fewer layers (as Llama 3 did); the 
 weights and compute are those of ceil(L/p) layers. Full
 recomputation adds one layer's whole activations (the one being recomputed).
 
-Also held: the last stage's logits (fp32 and 16-bit, V/t per token) and a fixed
+Also held: the last stage's logits, V/t per token, in as many bytes per logit as the loss keeps
+at its peak (:func:`logit_bytes`: Megatron's fp32 and 16-bit copies, PyTorch's fp32
+cross-entropy and its gradients, FlashAttention's fused cross-entropy in 16 bits), and a fixed
 ``OVERHEAD_BYTES`` for the CUDA context, cuBLAS and NCCL buffers and the allocator's slack.
+Under PyTorch's pipelining with FSDP2 the gradients are accumulated unsharded in fp32 over the
+micro-batches (:func:`state_memory`).
 """
 
 from __future__ import annotations
@@ -75,6 +79,17 @@ FRAMEWORKS = (MEGATRON, DEEPSPEED, FSDP)
 #: DeepSpeed ZeRO-3 keeps at most this many gathered parameters resident
 #: (``stage3_max_live_parameters``, default 1e9: DeepSpeed's ZeRO configuration docs).
 DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
+
+#: How the loss is computed, for the bytes per logit it holds (:func:`logit_bytes`); "" is the
+#: framework's: vocab-parallel under Megatron-LM and DeepSpeed, PyTorch's under FSDP.
+VOCAB_PARALLEL, TORCH_LOSS, TORCH_16_LOSS, FUSED_LOSS = (
+    "vocab-parallel", "torch", "torch-16bit", "fused")
+LOSSES = (VOCAB_PARALLEL, TORCH_LOSS, TORCH_16_LOSS, FUSED_LOSS)
+#: PyTorch's cross-entropy on logits cast to fp32 (torchtitan's ``cross_entropy(pred.float(),
+#: ...)``, train.py at 9dec370): at the backward's start log_softmax's fp32 output (saved),
+#: nll_loss's dense fp32 gradient of it and log_softmax's fp32 input gradient coexist, 4 + 4 + 4
+#: (``torch-16bit``, on the 16-bit logits uncast: 3 ``itemsize``).
+TORCH_LOSS_BYTES = 12
 
 #: CUDA context (~0.5 GB), cuBLAS workspaces, NCCL's buffers, allocator fragmentation: an
 #: allowance, not a measurement of any one framework.
@@ -142,6 +157,24 @@ def activation_bytes_per_layer(
     return sbh * per
 
 
+def logit_bytes(loss: str, framework: str, itemsize: int = 2) -> int:
+    """Bytes per logit the loss holds at its peak, the backward's start (every layer's
+    activations still held): Megatron-LM's vocab-parallel cross-entropy keeps the 16-bit
+    logits and the fp32 softmax it computes and differentiates in place, 4 + ``itemsize``;
+    PyTorch's on fp32 logits, :data:`TORCH_LOSS_BYTES` (on 16-bit ones, 3 ``itemsize``);
+    FlashAttention's fused Triton
+    cross-entropy (llm-foundry's default ``loss_fn: fused_crossentropy``,
+    llmfoundry/models/mpt/modeling_mpt.py at 5e85bd62d) saves the 16-bit logits and their
+    log-sum-exp and writes the gradient into a new 16-bit tensor
+    (``torch.empty_like(logits)`` unless ``inplace_backward``: flash_attn/ops/triton/
+    cross_entropy.py), 2 ``itemsize``. ``loss`` "" is the framework's (:data:`VOCAB_PARALLEL`,
+    :data:`TORCH_LOSS` under FSDP)."""
+    loss = loss or (TORCH_LOSS if framework == FSDP else VOCAB_PARALLEL)
+    if loss in (TORCH_LOSS, TORCH_16_LOSS):
+        return TORCH_LOSS_BYTES if loss == TORCH_LOSS else 3 * itemsize
+    return 2 * itemsize if loss == FUSED_LOSS else 4 + itemsize
+
+
 def first_stage_layers(layers: int, pp: int) -> int:
     """Layers on the first (and last) stage: L / pp, or one fewer than the others when pp does
     not divide L (Llama 3's layout: "the first and the last stages have one fewer layer";
@@ -180,13 +213,13 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
 def memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16, main_grad_bytes: int = 4,
+    precision: str = BF16, main_grad_bytes: int = 4, loss: str = "",
 ) -> Memory:
-    """Memory of the busiest GPU of ``layout`` (module doc)."""
+    """Memory of the busiest GPU of ``layout`` (module doc; ``loss``: :func:`logit_bytes`)."""
     weights, grads, opt, other = state_memory(m, layout, itemsize, framework, precision,
                                               main_grad_bytes)
     acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
-                             framework, precision)
+                             framework, precision, loss)
     return Memory(weights, grads, opt, acts, other)
 
 
@@ -219,7 +252,12 @@ def state_memory(
     """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
     depend on the micro-batch (the module doc's model states, with gradients accumulated in
     ``main_grad_bytes`` per parameter in mixed precision, and the fixed allowance; FP8's
-    weights, :func:`fp8_weights`)."""
+    weights, :func:`fp8_weights`). FSDP2 under a pipeline: every micro-batch's backward but
+    the last runs without gradient sync (``set_requires_gradient_sync(False)`` in
+    torch/distributed/pipelining/stage.py, ``backward_maybe_with_nosync``) and FSDP2
+    accumulates the unsharded gradients in the reduce dtype, fp32 (``FSDPParam.
+    to_accumulated_grad_if_needed``, torch/distributed/fsdp/_fully_shard/_fsdp_param.py): 4
+    bytes per parameter of the stage, unsharded."""
     dense, experts, layers = stage_params(m, layout)
     per = _bytes_per_param(layout.flavor, itemsize, framework, main_grad_bytes)
     divs = _divisors(layout, framework == FSDP)
@@ -234,6 +272,8 @@ def state_memory(
         if framework == DEEPSPEED:
             gathered = min(gathered, itemsize * DEEPSPEED_MAX_LIVE_PARAMETERS)
         other += gathered
+    if framework == FSDP and layout.pp > 1:  # accumulated unsharded in fp32 (module doc)
+        grads = 4 * (dense + experts)
     if framework == FSDP and layout.flavor in ("zero2", "zero3"):  # a block's flat fp32
         other += 4 * (dense + experts) / max(layers, 1)  # reduce-scatter input
     if precision == FP8:
@@ -274,10 +314,10 @@ def _divisors(layout: Layout, fsdp: bool) -> tuple[tuple[int, int], ...]:
 def activation_memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16,
+    precision: str = BF16, loss: str = "",
 ) -> int:
-    """Activation bytes of the busiest GPU at its peak (module doc): the flavour of data
-    parallelism plays no part."""
+    """Activation bytes of the busiest GPU at its peak (module doc; the logits as ``loss``
+    keeps them, :func:`logit_bytes`): the flavour of data parallelism plays no part."""
     if not m.complete:
         return 0
     assert m.layers and m.seq_len and m.vocab and m.hidden
@@ -291,7 +331,7 @@ def activation_memory(
         one = (1 - moe_share) * one + moe_share * one_moe
     held = in_flight(layout, micro_batches)
     first = first_stage_layers(m.layers, layout.pp) * one * held
-    logits = (4 + itemsize) * b * m.seq_len / cp * m.vocab / t
+    logits = logit_bytes(loss, framework, itemsize) * b * m.seq_len / cp * m.vocab / t
     last = (first_stage_layers(m.layers, layout.pp) * one if layout.pp > 1 else 0.0) + logits
     acts = max(first, last) if layout.pp > 1 else first + logits
     # the backward's working set: the gradients of one layer's activations (and, under full

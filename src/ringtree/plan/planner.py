@@ -140,12 +140,12 @@ def plan(
     if placement.cluster is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
                      training.attention, training.itemsize, training.framework,
-                     training.precision, training.main_grad_bytes)
+                     training.precision, training.main_grad_bytes, training.loss)
         if training.recompute_every > 1 or training.recompute == OP:
             mem = replace(mem, activations=activations_every(
                 model, layout, training.micro_batch, m, training.recompute, training.attention,
                 training.itemsize, training.framework, training.recompute_every,
-                training.precision))
+                training.precision, training.loss))
     need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
     if training.recompute == OP and flops is not None:

@@ -81,6 +81,9 @@ class Training:
     main_grad_bytes: bytes per parameter of the gradients accumulated and reduced: 4 (fp32
     main gradients, Megatron-LM's default for BF16) or 2 (16-bit, Megatron-Core's
     ``grad_reduce_in_fp32=False``: NeMo's ``optim.grad_sync_dtype: bf16``).
+    loss: how the cross-entropy is computed, for the logits' memory
+    (:func:`ringtree.plan.memory.logit_bytes`): ``vocab-parallel``, ``torch`` or ``fused``;
+    "" is the framework's.
     """
 
     itemsize: int = 2
@@ -108,6 +111,7 @@ class Training:
     ep_overlap: bool = False
     main_grad_bytes: int = 4
     train_metrics: int = 0
+    loss: str = ""
 
 
 @dataclass(frozen=True)

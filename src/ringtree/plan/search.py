@@ -263,7 +263,7 @@ class _Scorer:
         lay0 = Layout("ddp", g.dp, g.tp, g.pp, g.sp, g.cp, g.ep, g.v)
         acts = get(("a", g.tp, g.sp, g.cp, g.pp, g.v, g.b, g.m, rc), lambda: activations_every(
             model, lay0, g.b, g.m, rc, tr.attention, tr.itemsize, tr.framework,
-            tr.recompute_every, tr.precision))
+            tr.recompute_every, tr.precision, tr.loss))
         limit = cluster.gpu_memory_bytes - acts  # type: ignore[operator]
         base = (g.tp, g.cp, g.pp, g.dp, g.ep)
         fitting = []
