@@ -150,7 +150,8 @@ def _data(name: str) -> dict[str, Any]:
 def _gpu(key: str, t: dict[str, Any]) -> Gpu:
     return Gpu(
         key=key, name=t["name"], arch=t["arch"], sm=int(t["sm"]),
-        memory_bytes=int(float(t["memory_gb"]) * 10**9),
+        memory_bytes=(int(t["cuda_memory_mib"]) * 2**20 if "cuda_memory_mib" in t
+                      else int(float(t["memory_gb"]) * 10**9)),
         bf16_tflops=float(t.get("bf16_dense_tflops", 0.0)),
         nvlink_links=int(t.get("nvlink_links", 0)),
         nvlink_GBps_per_link=float(t.get("nvlink_gbps_per_link", 0.0)),
@@ -169,10 +170,11 @@ def gpus() -> dict[str, Gpu]:
 
 
 #: Keys of a GPU described in a cluster file (``gpu = { preset = "h100-sxm", nvlink_links = 8 }``
-#: or a whole ``[cluster.gpu]`` table): gpus.toml's, units as there.
-GPU_KEYS = ("preset", "name", "arch", "sm", "memory_gb", "memory_bandwidth_gbps",
-            "bf16_dense_tflops", "fp8_dense_tflops", "nvlink_links", "nvlink_gbps_per_link",
-            "nccl_nvlink_bw_per_link", "pcie_gen", "pcie_lanes", "source")
+#: or a whole ``[cluster.gpu]`` table): gpus.toml's, units as there (``cuda_memory_mib``, where
+#: given, is the capacity; else ``memory_gb``).
+GPU_KEYS = ("preset", "name", "arch", "sm", "memory_gb", "cuda_memory_mib",
+            "memory_bandwidth_gbps", "bf16_dense_tflops", "fp8_dense_tflops", "nvlink_links",
+            "nvlink_gbps_per_link", "nccl_nvlink_bw_per_link", "pcie_gen", "pcie_lanes", "source")
 GPU_REQUIRED = ("name", "arch", "sm", "memory_gb", "memory_bandwidth_gbps", "bf16_dense_tflops")
 
 
@@ -193,7 +195,10 @@ def gpu_of(value: Any, where: str) -> Gpu:
     base = table.pop("preset", None)
     if base is not None:
         gpu_of(base, where)  # a preset, or the error naming them
-        table = {**_data("gpus.toml")["gpus"][str(base)], **table}
+        preset = dict(_data("gpus.toml")["gpus"][str(base)])
+        if "memory_gb" in table:  # a capacity given replaces the preset's measured one
+            preset.pop("cuda_memory_mib", None)
+        table = {**preset, **table}
     missing = [k for k in GPU_REQUIRED if k not in table]
     if missing:
         raise RingtreeError(f"{where}: the gpu table needs {', '.join(missing)} (or preset = a "
