@@ -2,16 +2,10 @@
 cross-entropy, PyTorch's fp32 one, FlashAttention's fused one), FSDP2's unsharded fp32
 gradients under a pipeline, the GPUs' CUDA-visible capacity; figures computed by hand."""
 
-import sys
-from pathlib import Path
-
 from ringtree.cost.clusters import gpu_of, gpus
 from ringtree.plan.memory import activation_memory, logit_bytes, state_memory
 from ringtree.plan.model import Model
 from ringtree.plan.strategy import Layout
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import published_runs as pr  # noqa: E402
 
 #: MPT-1B as llm-foundry's benchmark ran it (scripts/train/yamls/pretrain/mpt-1b.yaml, heads
 #: changed for d_head = 128): no dropout, GeLU, tied embeddings.
@@ -57,9 +51,3 @@ def test_capacity_is_what_cuda_reports_where_known():
     given = gpu_of({"preset": "a100-sxm-40gb", "memory_gb": 48}, "test")
     assert given.memory_bytes == 48 * 10**9  # a capacity given replaces the preset's
 
-
-def test_torchtitan_pipeline_micro_batches_default_to_the_pipeline_ranks():
-    r = {"framework": "torchtitan", "pp": 8, "local_batch": 32}
-    assert pr.micro_batches(r) == [4]  # 32 sequences in pp = 8 micro-batches
-    assert pr.micro_batches({**r, "pp": 1}) == [32]
-    assert pr.micro_batches({**r, "framework": "megatron"}) == [1, 2, 4, 8]
