@@ -154,7 +154,9 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       main_grad_bytes=main_grad_bytes(r),
                                       pp_overlap=label == "megatron-bridge" and v > 1,
                                       train_metrics=TRAIN_METRICS.get(label, 0),
-                                      loss=loss(label, r))
+                                      loss=loss(label, r),
+                                      param_bytes=int(r.get("param_bytes", 4)),
+                                      fsdp_no_sync=bool(r.get("fsdp_no_sync", False)))
                         out.append((lay, tr))
     return out
 

@@ -148,6 +148,8 @@ def loss(label: str, r: dict) -> str:
     AutoModel's MoE benchmark configs set ``MaskedCrossEntropy`` with ``fp32_upcast: false``,
     examples/benchmark/configs/*.yaml at 8d9bfb90: ``torch-16bit``), else the framework's."""
     return str(r.get("loss") or LOSS.get(label, ""))
+
+
 #: Frameworks that shard with PyTorch's FSDP/FSDP2.
 PYTORCH_FSDP = ("torchtitan", "llm-foundry", "nemo-automodel")
 

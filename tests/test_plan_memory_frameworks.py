@@ -3,7 +3,7 @@ cross-entropy, PyTorch's fp32 one, FlashAttention's fused one), FSDP2's unsharde
 gradients under a pipeline, the GPUs' CUDA-visible capacity; figures computed by hand."""
 
 from ringtree.cost.clusters import gpu_of, gpus
-from ringtree.plan.memory import activation_memory, logit_bytes, state_memory
+from ringtree.plan.memory import activation_memory, logit_bytes, memory, state_memory
 from ringtree.plan.model import Model
 from ringtree.plan.strategy import Layout
 
@@ -51,3 +51,15 @@ def test_capacity_is_what_cuda_reports_where_known():
     given = gpu_of({"preset": "a100-sxm-40gb", "memory_gb": 48}, "test")
     assert given.memory_bytes == 48 * 10**9  # a capacity given replaces the preset's
 
+
+
+def test_fsdp2_with_a_bf16_model_keeps_8_bytes_and_no_sync_accumulates_in_fp32():
+    m = Model("x", 8e9, 32, 4096)
+    w, g, o, _ = state_memory(m, Layout("zero3", 8, 1, 1), framework="fsdp", param_bytes=2)
+    assert (w, g, o) == (2 * 1e9, 2 * 1e9, 4 * 1e9)  # bf16 shards, bf16 gradients and moments
+    _, g, _, _ = state_memory(m, Layout("zero3", 8, 1, 1), framework="fsdp", param_bytes=2,
+                              no_sync=True)
+    assert g == 4 * 8e9  # every parameter's gradient, unsharded, in fp32
+    one, four = (memory(m, Layout("zero3", 8, 1, 1), 1, k, framework="fsdp", param_bytes=2,
+                        no_sync=True).gradients for k in (1, 4))
+    assert (one, four) == (2 * 1e9, 4 * 8e9)  # one micro-batch: reduce-scattered, sharded

@@ -213,11 +213,14 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
 def memory(
     m: Model, layout: Layout, b: int, micro_batches: int, recompute: str = NONE,
     attention: str = FLASH, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16, main_grad_bytes: int = 4, loss: str = "",
+    precision: str = BF16, main_grad_bytes: int = 4, loss: str = "", param_bytes: int = 4,
+    no_sync: bool = False,
 ) -> Memory:
-    """Memory of the busiest GPU of ``layout`` (module doc; ``loss``: :func:`logit_bytes`)."""
+    """Memory of the busiest GPU of ``layout`` (module doc; ``loss``: :func:`logit_bytes`;
+    ``param_bytes``, ``no_sync``: :func:`state_memory`, ``no_sync`` with micro_batches > 1)."""
     weights, grads, opt, other = state_memory(m, layout, itemsize, framework, precision,
-                                              main_grad_bytes)
+                                              main_grad_bytes, param_bytes,
+                                              no_sync and micro_batches > 1)
     acts = activation_memory(m, layout, b, micro_batches, recompute, attention, itemsize,
                              framework, precision, loss)
     return Memory(weights, grads, opt, acts, other)
@@ -247,7 +250,8 @@ def fp8_weights(m: Model, layout: Layout, itemsize: int, framework: str) -> tupl
 
 def state_memory(
     m: Model, layout: Layout, itemsize: int = 2, framework: str = MEGATRON,
-    precision: str = BF16, main_grad_bytes: int = 4,
+    precision: str = BF16, main_grad_bytes: int = 4, param_bytes: int = 4,
+    no_sync: bool = False,
 ) -> tuple[int, int, int, int]:
     """(weights, gradients, optimizer states, other) bytes of the busiest GPU: what does not
     depend on the micro-batch (the module doc's model states, with gradients accumulated in
@@ -257,9 +261,13 @@ def state_memory(
     torch/distributed/pipelining/stage.py, ``backward_maybe_with_nosync``) and FSDP2
     accumulates the unsharded gradients in the reduce dtype, fp32 (``FSDPParam.
     to_accumulated_grad_if_needed``, torch/distributed/fsdp/_fully_shard/_fsdp_param.py): 4
-    bytes per parameter of the stage, unsharded."""
+    bytes per parameter of the stage, unsharded; the same wherever the framework turns the sync
+    off over the micro-batches (``no_sync``: NeMo AutoModel's MoE, components/moe/
+    fsdp_mixin.py at 8d9bfb90). ``param_bytes``: FSDP2's sharded parameters, fp32 (4: Adam's
+    master copy) or, for a model built in bf16, 2, whose gradients and Adam's moments
+    (``torch.optim.Adam`` keeps them in the parameter's dtype) are bf16 too: 8 B, not 16."""
     dense, experts, layers = stage_params(m, layout)
-    per = _bytes_per_param(layout.flavor, itemsize, framework, main_grad_bytes)
+    per = _bytes_per_param(layout.flavor, itemsize, framework, main_grad_bytes, param_bytes)
     divs = _divisors(layout, framework == FSDP)
     weights, grads, opt = (
         b * (dense / d + experts / e) for b, (d, e) in zip(per, divs, strict=True))
@@ -272,7 +280,7 @@ def state_memory(
         if framework == DEEPSPEED:
             gathered = min(gathered, itemsize * DEEPSPEED_MAX_LIVE_PARAMETERS)
         other += gathered
-    if framework == FSDP and layout.pp > 1:  # accumulated unsharded in fp32 (module doc)
+    if framework == FSDP and (layout.pp > 1 or no_sync):  # accumulated unsharded in fp32
         grads = 4 * (dense + experts)
     if framework == FSDP and layout.flavor in ("zero2", "zero3"):  # a block's flat fp32
         other += 4 * (dense + experts) / max(layers, 1)  # reduce-scatter input
@@ -283,15 +291,15 @@ def state_memory(
 
 
 def _bytes_per_param(flavor: str, itemsize: int, framework: str,
-                     main_grad_bytes: int = 4) -> tuple[int, int, int]:
+                     main_grad_bytes: int = 4, param_bytes: int = 4) -> tuple[int, int, int]:
     """Bytes per parameter of (weights, gradients, optimizer states) before sharding (module
     doc): Megatron-LM's 16-bit weights and fp32 main gradients; DeepSpeed's 16-bit gradients
     beside them (but ZeRO-3's reduced into the fp32 partition: 18 B); FSDP2's fp32 sharded
-    weights, which are Adam's master copy (16 B); ``main_grad_bytes``: Megatron's gradients
-    reduced in 16 bits (2) or fp32 (4)."""
+    weights, which are Adam's master copy (16 B; ``param_bytes`` 2: bf16 ones, 8 B);
+    ``main_grad_bytes``: Megatron's gradients reduced in 16 bits (2) or fp32 (4)."""
     mixed = itemsize < 4
     if framework == FSDP:
-        return 4, 4, 8
+        return param_bytes, param_bytes, 2 * param_bytes
     grads = main_grad_bytes if mixed else 4
     if framework == DEEPSPEED and mixed and flavor != "zero3":
         grads = 4 + itemsize

@@ -140,7 +140,8 @@ def plan(
     if placement.cluster is not None and model.complete:
         mem = memory(model, layout, training.micro_batch, m, training.recompute,
                      training.attention, training.itemsize, training.framework,
-                     training.precision, training.main_grad_bytes, training.loss)
+                     training.precision, training.main_grad_bytes, training.loss,
+                     training.param_bytes, training.fsdp_no_sync)
         if training.recompute_every > 1 or training.recompute == OP:
             mem = replace(mem, activations=activations_every(
                 model, layout, training.micro_batch, m, training.recompute, training.attention,

@@ -84,6 +84,10 @@ class Training:
     loss: how the cross-entropy is computed, for the logits' memory
     (:func:`ringtree.plan.memory.logit_bytes`): ``vocab-parallel``, ``torch`` or ``fused``;
     "" is the framework's.
+    param_bytes: under ``fsdp``, bytes of the sharded parameters: 4 (fp32, Adam's master copy)
+    or 2 (a model built in bf16: gradients and Adam's moments bf16 too).
+    fsdp_no_sync: under ``fsdp``, gradient sync is off for all but the last micro-batch, so the
+    gradients accumulate unsharded in fp32 (:func:`ringtree.plan.memory.state_memory`).
     """
 
     itemsize: int = 2
@@ -112,6 +116,8 @@ class Training:
     main_grad_bytes: int = 4
     train_metrics: int = 0
     loss: str = ""
+    param_bytes: int = 4
+    fsdp_no_sync: bool = False
 
 
 @dataclass(frozen=True)

@@ -269,9 +269,10 @@ class _Scorer:
         fitting = []
         for f in g.flavors:
             lay = g.layout(f)
-            states = get(("s", f, *base), lambda lay=lay: sum(
+            no_sync = tr.fsdp_no_sync and g.m > 1
+            states = get(("s", f, no_sync, *base), lambda lay=lay, ns=no_sync: sum(
                 state_memory(model, lay, tr.itemsize, tr.framework, tr.precision,
-                             tr.main_grad_bytes)))
+                             tr.main_grad_bytes, tr.param_bytes, ns)))
             if states <= limit:  # type: ignore[operator]
                 fitting.append((f, lay))
         if not fitting:
