@@ -64,6 +64,8 @@ from published_runs import (  # noqa: E402
     MODERN,
     NO_SP,
     NO_TP_OVERLAP,
+    SEP,
+    SYSTEMS,
     TRAIN_METRICS,
     Run,
     described,
@@ -157,7 +159,7 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       loss=loss(label, r),
                                       param_bytes=int(r.get("param_bytes", 4)),
                                       fsdp_no_sync=bool(r.get("fsdp_no_sync", False)))
-                        out.append((lay, tr))
+                        out.append((lay, replace(tr, **SYSTEMS.get(r.get("system"), {}))))
     return out
 
 
@@ -321,8 +323,8 @@ def row(run: Run, p: Plan | None, effs: dict[str, Efficiency]) -> dict:
 def lift(why: str | None, lifted: tuple[str, ...]) -> str | None:
     """The reasons left once those containing any of ``lifted`` are set aside (a feature a
     branch adds, measured before its reason is deleted)."""
-    rest = [w for w in (why or "").split("; ") if w and not any(x in w for x in lifted)]
-    return "; ".join(rest) or None
+    rest = [w for w in (why or "").split(SEP) if w and not any(x in w for x in lifted)]
+    return SEP.join(rest) or None
 
 
 def compare(runs: list[Run], skipped: list[tuple[str, str, str, dict]],
@@ -337,7 +339,7 @@ def compare(runs: list[Run], skipped: list[tuple[str, str, str, dict]],
         except RingtreeError as e:
             if why is None:
                 raise
-            p, why = None, f"{why}; no setting plans: {e}"
+            p, why = None, f"{why}{SEP}no setting plans: {e}"
         rec = row(run, p, effs)
         if why is None:
             rec["role"] = "fit" if rec["fit"] else "check"
@@ -373,9 +375,9 @@ def summary(counted: list[dict], left: list[dict]) -> dict:
     reasons: dict[str, int] = {}
     alone: dict[str, list[float]] = {}  # runs outside for one reason only: their errors
     for r in left:
-        for why in r["why"].split("; "):
+        for why in r["why"].split(SEP):
             reasons[why] = reasons.get(why, 0) + 1
-        if r.get("error") is not None and "; " not in r["why"]:
+        if r.get("error") is not None and SEP not in r["why"]:
             alone.setdefault(r["why"], []).append(abs(r["error"]))
     return {
         "mean_abs_error": _mean(errs), "max_abs_error": max(errs, default=None),

@@ -62,6 +62,17 @@ NO_TP_OVERLAP = ("narayanan2021", "mt-nlg530b", "bloom176b")
 ALL_GATHER_CP = ("llama3",)
 #: Sources whose era had no sequence parallelism (Korthikanti et al. 2022 introduced it).
 NO_SP = ("narayanan2021", "mt-nlg530b", "bloom176b")
+#: What a system built on Megatron-LM changes in its step (Training fields), as its source
+#: states it. MegaScale (Jiang et al. 2024): FlashAttention-2 (Sec. 3.3); the all-gather of the
+#: parameters prefetched and overlapped per model chunk, the gradients' reduce-scatter after
+#: each chunk's backward (Sec. 3.2, data parallelism); pipeline sends decoupled from receives
+#: and overlapped with compute (Sec. 3.2, Figure 4); the TP/SP all-gather and reduce-scatter
+#: fused into the FFN path's GEMMs, chunked and pipelined, forward and backward (Sec. 3.2,
+#: Figure 3c). Its parallel block and window are the model's (``parallel_block``, ``window``).
+SYSTEMS = {
+    "megascale": {"attention": "flash", "dp_overlap": "full", "pp_overlap": True,
+                  "tp_comm_overlap": True},
+}
 #: Cluster presets by the GPU a run names (the first prefix that matches).
 GPUS = (("GB200", "dgx-gb200-nvl72"), ("B200", "dgx-b200"), ("H100", "dgx-h100"),
         ("H200", "dgx-h100"), ("A100", "dgx-a100"), ("Ampere", "dgx-a100"))
@@ -283,7 +294,8 @@ def model(source: str, r: dict) -> Model:
         vocab=r.get("vocab", 51200), gated=gated, tied=not gated,
         dropout=ERA.get(source, MODERN)[2], experts=r.get("experts", 0), top_k=r.get("top_k", 1),
         expert_ffn=r.get("expert_ffn"), shared_experts=r.get("shared_experts", 0),
-        dense_layers=r.get("dense_layers", 0), **_attention_shape(r),
+        dense_layers=r.get("dense_layers", 0), parallel_block=bool(r.get("parallel_block")),
+        **_attention_shape(r),
     )
     return replace(m, params=count_params(m))
 
@@ -331,11 +343,15 @@ def _unexplained_why(source: str, r: dict) -> str | None:
     return f"{UNEXPLAINED_WHY[source]} (predicted {err})"
 
 
+#: Between a run's reasons (a reason may itself hold "; ").
+SEP = " | "
+
+
 def outside(source: str, r: dict) -> str | None:
     """Why a run is outside what main's planner describes (its error is shown, not counted):
-    every reason, joined, or None."""
+    every reason, joined by :data:`SEP`, or None."""
     why = [w for w in (_moe_why(r), torchtitan_why(r), _unexplained_why(source, r)) if w]
-    return "; ".join(why) or None
+    return SEP.join(why) or None
 
 
 
@@ -388,15 +404,13 @@ def _moe_why(r: dict) -> str | None:
         why.append(f"ep={r['ep']} spans tensor- and data-parallel ranks (dp={dp_degree(r)}): "
                    "the layout puts ep inside dp (so it is planned with ep=1, every expert of "
                    "the stage on each GPU: predicted not to fit)")
-    return "; ".join(why) or None
+    return SEP.join(why) or None
 
 
 def left_out(source: str, r: dict) -> str | None:
     """Why no plan can be set up from a run at all (it is listed, never predicted)."""
     if source in EXCLUDED:
         return EXCLUDED[source]
-    if r.get("system") == "megascale":
-        return "MegaScale's own system changes the model (parallel blocks, windowed attention)"
     if "microbatch-level" in str(r.get("recompute", "")):
         return "micro-batch level recomputation is not modelled"
     if not (r.get("iteration_time_s") or r.get("derived_iteration_time_s") or r.get("mfu")

@@ -169,3 +169,20 @@ def test_op_level_checkpointing_repeats_only_the_sequence_parallel_all_gathers()
     plain = by_op(step_collectives(PRESETS["7b"], Layout("ddp", 1, 8, 1), Batch(2, 1, 1,
                                                                             op_recompute=True)))
     assert plain["all-reduce activations (tp fwd)"].calls == 2 * L  # no gathers to repeat
+
+
+def test_parallel_block_one_tp_collective_per_layer_and_pass():
+    """PaLM/MegaScale's parallel block: attention and MLP share one input and one output, so
+    Megatron's 4 all-reduces per layer (2 forward, 2 backward) become 2; with sp, the 8
+    all-gathers + reduce-scatters become 4; full recomputation repeats the forward's one."""
+    ptb = PRESETS["7b"].with_overrides(parallel_block=True)
+    ops = step_collectives(ptb, Layout("ddp", 1, 8, 1), Batch(2, 2, 3))
+    assert sum(o.calls for o in ops) == 2 * L * 3
+    assert {o.bytes_per_call for o in ops} == {2 * S * H * 2}  # b*s*h fp16 as before
+    kinds: dict = {}
+    for o in step_collectives(ptb, Layout("ddp", 1, 8, 1, sp=True), Batch(2, 1, 1)):
+        kinds[o.collective] = kinds.get(o.collective, 0) + o.calls
+    assert kinds == {Collective.REDUCE_SCATTER: 2 * L, Collective.ALL_GATHER: 2 * L}
+    full = by_op(step_collectives(ptb, Layout("ddp", 1, 8, 1), Batch(2, 1, 1, None, True)))
+    assert full["all-reduce activations (tp fwd)"].calls == 2 * L
+    assert full["all-reduce activations (tp bwd)"].calls == L

@@ -251,7 +251,8 @@ def test_fp8_moe_blackwell_and_long_runs_are_counted(comparison):
 
 def test_count_lifts_only_the_named_reasons(comparison):
     mod, doc = comparison
-    assert mod.lift("FP8: x; torch.compile's y", ("FP8",)) == "torch.compile's y"
+    assert mod.lift("FP8: x | torch.compile's y", ("FP8",)) == "torch.compile's y"
+    assert mod.lift("a; b | c", ("c",)) == "a; b"  # a reason may hold "; "
     assert mod.lift("FP8: x", ("FP8",)) is None and mod.lift(None, ()) is None
     runs, skipped = mod.load()
     alone = doc["outside_for_one_reason"]
@@ -269,3 +270,27 @@ def test_each_unexplained_run_exists_and_is_shown_with_its_error(comparison):
         r = shown[key]  # a run of the data, shown outside the model
         assert r["why"].endswith(f"(predicted {err})")
         assert r.get("error") is not None and f"{r['error']:+.0%}" == err.replace(" ", "")
+
+
+def test_a_reason_is_one_entry_of_the_histogram(comparison):
+    """Reasons join with " | ", so one holding "; " (the host-bound rows') counts whole."""
+    _, doc = comparison
+    hist = doc["left_out_by_reason"]
+    assert hist.get(pr.HOST_BOUND) == sum(r["why"] == pr.HOST_BOUND for r in doc["left_out_runs"])
+    assert hist[pr.HOST_BOUND] >= 1 and not any(k.startswith(" ") for k in hist)
+    assert sum(hist.values()) == sum(len(r["why"].split(pr.SEP)) for r in doc["left_out_runs"])
+
+
+def test_megascale_rows_are_counted_with_its_stated_changes(comparison):
+    """MegaScale (Jiang et al. 2024, Table 2): planned with its parallel block and its overlaps;
+    its 8 rows counted beside the 9 Megatron-LM baselines, every one of them within 10 %."""
+    _, doc = comparison
+    rows = [r for r in doc["runs"] if r["source"] == "megascale2024"]
+    assert sum(r["name"].startswith("megascale-") for r in rows) == 8 and len(rows) == 17
+    assert all(abs(r["error"]) < 0.10 for r in rows if r["name"].startswith("megascale-"))
+    assert not any(r["source"] == "megascale2024" for r in doc["left_out_runs"])
+    data = next(r for _, r in _all_runs() if r["name"] == "megascale-175b-256gpu-bs768")
+    assert pr.model("megascale2024", data).parallel_block
+    base = next(r for _, r in _all_runs() if r["name"] == "megatron-lm-175b-256gpu-bs768")
+    assert not pr.model("megascale2024", base).parallel_block
+    assert pr.SYSTEMS["megascale"]["tp_comm_overlap"] and "megatron-lm" not in pr.SYSTEMS

@@ -13,7 +13,10 @@ Fedus et al. 2021), optionally ``shared_experts`` every token uses, after ``dens
 ordinary layers (DeepSeek-V3). Attention may be multi-head latent attention (MLA, DeepSeek-V2/V3:
 queries and keys/values projected through ranks ``q_lora_rank`` and ``kv_lora_rank``, each
 head's query and key of ``head_dim`` + ``rope_dim``, its value of ``v_head_dim``), and every
-``window_every``-th layer may attend to a sliding window of ``window`` keys (GPT-OSS).
+``window_every``-th layer may attend to a sliding window of ``window`` keys (GPT-OSS). A
+``parallel_block`` computes attention and MLP from the same normalised input, y = x + MLP(LN(x))
++ Attention(LN(x)) (GPT-J; PaLM, Chowdhery et al. 2022, Sec. 2; MegaScale, Jiang et al. 2024,
+Sec. 3.1): the same FLOPs, one tensor-parallel collective per layer and pass instead of two.
 Presets live in :mod:`ringtree.plan.presets`.
 """
 
@@ -51,6 +54,9 @@ class Model:
         the query/key dimension without rotary, rope_dim the rotary part shared by the heads).
     window, window_every: sliding-window attention of ``window`` keys on every
         ``window_every``-th layer (0: none).
+    parallel_block: attention and MLP side by side on one input (their outputs summed), so
+        tensor parallelism reduces them once per layer and pass (sequence parallelism: one
+        all-gather and one reduce-scatter) instead of twice.
     """
 
     name: str
@@ -79,6 +85,7 @@ class Model:
     v_head_dim: int | None = None
     window: int = 0
     window_every: int = 0
+    parallel_block: bool = False
 
     def with_overrides(self, params: int | None = None, **shape: int | None) -> Model:
         """This model with any given field replaced (None keeps the preset's value). When a
@@ -90,7 +97,7 @@ class Model:
             if key not in names:
                 raise RingtreeError(f"unknown model field {key!r}")
             low = 0 if key in ("shared_experts", "dense_layers", "kv_lora_rank", "rope_dim",
-                               "window", "window_every") else 1
+                               "window", "window_every", "parallel_block") else 1
             if value < low:
                 raise RingtreeError(f"model {key} must be >= {low}, got {value}")
         if params is not None and params < 1:

@@ -256,7 +256,8 @@ def micro_batch_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
     if layout.tp > 1:
         again = batch.recomputed(layers)
         ops += _tensor_parallel(layout, act, layers, m, again,
-                                layers if batch.op_recompute else again)
+                                layers if batch.op_recompute else again,
+                                1 if model.parallel_block else 2)
     if layout.cp > 1:
         ops += _context_parallel(model, layout, batch, layers)
     if layout.ep > 1 and model.moe:
@@ -323,11 +324,12 @@ def _fsdp(
 
 
 def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, again: int,
-                     gathers: int) -> list[CommOp]:
-    """2 collectives per layer forward (4 with sp), on the critical path unless they overlap
-    the forward GEMMs, again in the ``again`` layers whose forward recomputation repeats (the
-    all-gathers in ``gathers`` layers: op-level checkpointing repeats only those); as many
-    backward, beside the weight gradients."""
+                     gathers: int, per: int = 2) -> list[CommOp]:
+    """``per`` collectives per layer forward (2, twice with sp; 1 with a parallel block, whose
+    attention and MLP share one input and one output), on the critical path unless they
+    overlap the forward GEMMs, again in the ``again`` layers whose forward recomputation
+    repeats (the all-gathers in ``gathers`` layers: op-level checkpointing repeats only
+    those); as many backward, beside the weight gradients."""
     if layout.sp:  # (name, collective, layers repeating it) forward, then backward
         pairs = [("all-gather activations (sp {})", Collective.ALL_GATHER, gathers),
                  ("reduce-scatter activations (sp {})", Collective.REDUCE_SCATTER, again)]
@@ -335,10 +337,10 @@ def _tensor_parallel(layout: Layout, act: int, layers: int, m: int, again: int,
     else:
         pairs = [("all-reduce activations (tp {})", Collective.ALL_REDUCE, again)]
         source = MEGATRON
-    forward = [_even(name.format("fwd"), col, TP, act, 2 * (layers + n), m, FGEMM,
+    forward = [_even(name.format("fwd"), col, TP, act, per * (layers + n), m, FGEMM,
                      f"{source}; {RECOMPUTE}" if n else source, phase=FORWARD)
                for name, col, n in pairs]
-    backward = [_even(name.format("bwd"), col, TP, act, 2 * layers, m, WGRAD, source,
+    backward = [_even(name.format("bwd"), col, TP, act, per * layers, m, WGRAD, source,
                       phase=BACKWARD) for name, col, _ in pairs]
     return forward + backward
 
