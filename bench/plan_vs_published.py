@@ -70,7 +70,9 @@ from published_runs import (  # noqa: E402
     Run,
     described,
     dp_degree,
+    expert_degree,
     flavors,
+    folded_etp,
     framework,
     fused,
     global_batch,
@@ -118,7 +120,7 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
     """Every way to run ``run`` its source allows (unknown settings take every value)."""
     r = run.data
     attention, overlap, _ = ERA.get(run.source, MODERN)
-    tp, pp, cp, ep = r.get("tp", 1), r.get("pp", 1), r.get("cp", 1), r.get("ep", 1)
+    tp, pp, cp = r.get("tp", 1), r.get("pp", 1), r.get("cp", 1)
     dp = dp_degree(r)
     layers = r["layers"]
     if "virtual_stages" in r:
@@ -142,8 +144,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
     for flavor in flavors(run.source, r):
         for v in vs:
             for sp in sps:
-                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, ep if dp % ep == 0 else 1, v,
-                             hsdp_shard(r))
+                lay = Layout(flavor, dp, tp, pp, sp and tp > 1, cp, expert_degree(r), v,
+                             hsdp_shard(r), folded_etp(r))
                 for b in micro_batches(r):
                     for rc in recomputes(r):
                         tr = Training(micro_batch=b, global_batch=global_batch(r), recompute=rc,
@@ -158,7 +160,8 @@ def settings(run: Run) -> list[tuple[Layout, Training]]:
                                       train_metrics=TRAIN_METRICS.get(label, 0),
                                       loss=loss(label, r),
                                       param_bytes=int(r.get("param_bytes", 4)),
-                                      fsdp_no_sync=bool(r.get("fsdp_no_sync", False)))
+                                      fsdp_no_sync=bool(r.get("fsdp_no_sync", False)),
+                                      ep_overlap=bool(r.get("moe_a2a_overlap")))
                         out.append((lay, replace(tr, **SYSTEMS.get(r.get("system"), {}))))
     return out
 

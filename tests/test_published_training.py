@@ -294,3 +294,18 @@ def test_megascale_rows_are_counted_with_its_stated_changes(comparison):
     base = next(r for _, r in _all_runs() if r["name"] == "megatron-lm-175b-256gpu-bs768")
     assert not pr.model("megascale2024", base).parallel_block
     assert pr.SYSTEMS["megascale"]["tp_comm_overlap"] and "megatron-lm" not in pr.SYSTEMS
+
+
+def test_qwen3_235b_h100_rows_are_planned_folded_and_shown_with_both_bounds(comparison):
+    """The recipe's expert_tensor_parallel_size=1 folds ep=32 over tp=2 x 16 dp ranks; the
+    rows are planned so (etp=1) and shown outside, their error between the all-to-alls hidden
+    (the recipe's moe_a2a_overlap, as planned) and exposed."""
+    _, doc = comparison
+    rows = [r for r in doc["left_out_runs"] if r["why"] == pr.FOLDED_A2A]
+    assert len(rows) == 3
+    for r in rows:
+        assert "ep=32,etp=1" in r["strategy"] and -0.28 <= r["error"] <= -0.22
+    assert not any("spans tensor- and data-parallel" in r["why"] for r in doc["left_out_runs"])
+    data = {"tp": 2, "pp": 8, "gpus": 256, "ep": 32, "etp": 1}
+    assert (pr.folded_etp(data), pr.expert_degree(data)) == (1, 32)
+    assert pr.expert_degree({**data, "etp": None}) == 1  # unstated: not foldable

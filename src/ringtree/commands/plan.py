@@ -103,7 +103,8 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--strategy",
         help="ddp, zero1, zero2, zero3 (fsdp), hsdp,shard=N, or degrees "
-        "dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,sp] with a flavour (zero1,tp=8,pp=2,sp) (default ddp)",
+        "dp=N,tp=N,pp=N,v=N,cp=N,ep=N[,etp=1][,sp] with a flavour (zero1,tp=8,pp=2,sp) "
+        "(default ddp)",
     )
     t.add_argument("--compare", nargs="*", metavar="S",
                    help="rank these strategies (none given: every flavour x tp x pp)")

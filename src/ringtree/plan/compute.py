@@ -248,7 +248,9 @@ class LayerTime:
 class Slice:
     """What one GPU computes of a layer: ``tokens`` (b s / cp) of a micro-batch, 1/tp of the
     heads and MLP, 1/tp of the tokens in norms and residuals under sequence parallelism,
-    E / ep experts, the attention of its tokens against all ``keys`` (s)."""
+    E / ep experts, the attention of its tokens against all ``keys`` (s); ``expert_tp`` the
+    ranks an expert is split over (0: tp; 1 with etp=1: whole experts, on the 1/tp of the
+    tokens the GPU holds under sequence parallelism and dispatches itself)."""
 
     tokens: int
     keys: int
@@ -256,6 +258,7 @@ class Slice:
     sp: bool
     ep: int
     attention: str
+    expert_tp: int = 0
 
 
 @dataclass
@@ -289,14 +292,16 @@ def _experts(acc: _Sum, m: Model, sl: Slice, dev: Device) -> None:
     assert m.hidden and m.expert_ffn
     h, t = m.hidden, sl.tokens
     cf = m.capacity_factor or 1.0
-    per_expert = t * sl.ep * m.top_k * cf / m.experts
+    etp = sl.expert_tp or sl.tp
+    sent = t * etp / sl.tp  # the tokens one expert-TP group dispatches
+    per_expert = sent * sl.ep * m.top_k * cf / m.experts
     router = dev.gemm_s(t, m.experts, h)
     acc.gemm += router
-    _mlp(acc, dev, per_expert, h, m.expert_ffn, sl.tp, m.gated, m.experts // sl.ep)
+    _mlp(acc, dev, per_expert, h, m.expert_ffn, etp, m.gated, m.experts // sl.ep)
     if m.shared_experts:
         _mlp(acc, dev, t, h, m.shared_experts * m.expert_ffn, sl.tp, m.gated)
     local = m.experts // sl.ep
-    acc.other += dev.memory_s(permute_bytes(t, m.top_k, h, local, sl.ep, cf),
+    acc.other += dev.memory_s(permute_bytes(sent, m.top_k, h, local, sl.ep, cf),
                               kernels=permute_passes(local, sl.ep))
 
 

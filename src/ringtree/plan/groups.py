@@ -9,7 +9,9 @@ the next ep, ... form the expert-parallel groups), a pipeline group by tp * cp *
 
 Group kinds: ``tp``, ``cp``, ``dp``, ``pp``, ``ep``; ``dpcp`` (the data- and context-parallel
 ranks together, which reduce the gradients of parameters every CP rank holds) and ``edp`` (the
-ranks holding the same experts: dp / ep x cp of them, which reduce the experts' gradients);
+ranks holding the same experts: dp / ep x cp of them, which reduce the experts' gradients;
+with ``etp=1`` an expert-parallel group is ep consecutive ranks over tp x cp x dp, and its
+replicas tp cp dp / ep);
 under HSDP, ``dps`` (a shard group: ``shard`` consecutive DP ranks x cp, laid out as an
 expert-parallel group is) and ``dpr`` (the dp / shard replicas of one shard).
 """
@@ -28,7 +30,7 @@ DPS, DPR = "dps", "dpr"
 #: The axes of (tp, cp, ep, dp / ep, pp) each kind of group runs along (HSDP's groups: with
 #: the shard group in the ep axis).
 _AXES = {TP: (0,), CP: (1,), EP: (2,), DP: (2, 3), PP: (4,), DPCP: (1, 2, 3), EDP: (1, 3),
-         DPS: (1, 2), DPR: (3,)}
+         DPS: (1, 2), DPR: (3,), "ep-folded": (0, 1, 2), "edp-folded": (3,)}
 
 
 def _members(layout: Layout, kind: str) -> np.ndarray:
@@ -53,7 +55,9 @@ def group_shape(layout: Layout, kind: str, gpus_per_node: int) -> GroupShape:
     nodes (or an uneven one) is returned: a collective on several groups at once ends with the
     slowest.
     """
-    inner = layout.shard if kind in (DPS, DPR) else layout.ep
+    inner = layout.shard if kind in (DPS, DPR) else layout.ep_dp
+    if layout.folded and kind in (EP, EDP):  # etp=1: ep runs over tp x cp x (ep_dp of dp)
+        kind = f"{kind}-folded"
     return _group_shape(layout.tp, layout.cp, inner, layout.dp, layout.pp, kind,
                         gpus_per_node)
 

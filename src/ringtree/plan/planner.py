@@ -95,9 +95,11 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
                             "is dense)")
     if model.moe and model.experts % layout.ep:
         raise RingtreeError(f"ep={layout.ep} does not divide the {model.experts} experts")
-    if layout.dp % layout.ep:
-        raise RingtreeError(f"ep={layout.ep} does not divide dp={layout.dp} (expert parallelism "
-                            "runs inside data parallelism)")
+    block = layout.tp * layout.cp if layout.folded else 1
+    if layout.ep % block or layout.dp % (layout.ep // block):
+        where = f"tp x cp x dp in blocks of {block}" if layout.folded else f"dp={layout.dp}"
+        raise RingtreeError(f"ep={layout.ep} does not divide {where} (expert parallelism "
+                            "runs inside data parallelism, or over tp x cp x dp with etp=1)")
     if layout.cp > 1 and (model.seq_len is None or model.seq_len % (2 * layout.cp)):
         raise RingtreeError(
             f"cp={layout.cp} needs a sequence length divisible by 2 cp (load-balanced ring "

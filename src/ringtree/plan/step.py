@@ -57,7 +57,7 @@ def micro_batch(
     assert m.layers and m.seq_len
     layers = math.ceil(m.layers / layout.pp)
     tokens = b * m.seq_len // layout.cp
-    sl = Slice(tokens, m.seq_len, layout.tp, layout.sp, layout.ep, attention)
+    sl = Slice(tokens, m.seq_len, layout.tp, layout.sp, layout.ep, attention, layout.expert_tp)
     dense = _layer(m, sl, dev, False)
     parts = [(dense, 1 - m.moe_layers / m.layers)]
     if m.moe:

@@ -12,7 +12,7 @@ data-parallel ranks (x cp), the shard's gradients all-reduced over the dp / 8 re
 ``zero2,shard=8`` the same without resharding after the forward.
 
 >>> parse_strategy("zero1,tp=8,pp=2").resolve(64)
-Layout(flavor='zero1', dp=4, tp=8, pp=2, sp=False, cp=1, ep=1, v=1, shard=0)
+Layout(flavor='zero1', dp=4, tp=8, pp=2, sp=False, cp=1, ep=1, v=1, shard=0, etp=0)
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from ringtree.errors import RingtreeError
 FLAVORS = ("ddp", "zero1", "zero2", "zero3")
 _ALIASES = {"fsdp": "zero3", "zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3",
             "hsdp": "zero3"}
-_DEGREES = ("dp", "tp", "pp", "cp", "ep", "v", "shard")
+_DEGREES = ("dp", "tp", "pp", "cp", "ep", "v", "shard", "etp")
 _ACCEPTED = (
-    "ddp, zero1, zero2, zero3 (fsdp), hsdp, dp=N, tp=N, pp=N, cp=N, ep=N, v=N, shard=N, sp, "
+    "ddp, zero1, zero2, zero3 (fsdp), hsdp, dp=N, tp=N, pp=N, cp=N, ep=N, etp=1, v=N, shard=N, sp, "
     "joined by commas"
 )
 
@@ -45,6 +45,7 @@ class Strategy:
     ep: int = 1
     v: int = 1
     shard: int = 0
+    etp: int = 0
 
     def resolve(self, gpus: int) -> Layout:
         """The full layout on ``gpus`` GPUs (RingtreeError when dp * tp * pp * cp != gpus, ep
@@ -62,16 +63,21 @@ class Strategy:
                 f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
                 f"{self.dp * split} but there are {gpus} GPUs (strategy {self.text!r})"
             )
-        if dp % self.ep:
+        folded = self.etp == 1 and self.tp * self.cp > 1
+        block = self.tp * self.cp if folded else 1
+        if self.ep % block or dp % (self.ep // block):
+            where = (f"tp x cp x dp = {block * dp} in whole tp x cp blocks of {block}" if folded
+                     else f"dp={dp}")
             raise RingtreeError(
-                f"ep={self.ep} does not divide dp={dp}: expert parallelism splits the "
-                f"data-parallel group (strategy {self.text!r})"
+                f"ep={self.ep} does not divide {where}: expert parallelism splits the "
+                f"data-parallel group (with etp=1, the tp x cp x dp ranks) (strategy "
+                f"{self.text!r})"
             )
         shard = self.shard if self.shard < dp else 0  # a shard of all dp ranks is FSDP
         if shard and dp % shard:
             raise RingtreeError(f"shard={shard} does not divide dp={dp} (strategy {self.text!r})")
         return Layout(self.flavor, dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v,
-                      shard)
+                      shard, 1 if folded else 0)
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,10 @@ class Layout:
     """dp x tp x pp x cp = GPUs, ranked Megatron-style: TP fastest (consecutive ranks, so a TP
     group sits inside a node when tp divides the node), then CP, then DP (whose consecutive
     runs of ep members form the expert-parallel groups, and of ``shard`` members HSDP's shard
-    groups; 0: no hybrid sharding), then PP (slowest)."""
+    groups; 0: no hybrid sharding), then PP (slowest). ``etp`` 1: the experts are not split
+    over TP (Megatron-Core's expert_tensor_parallel_size=1, "MoE parallel folding"), and the
+    expert-parallel groups are runs of ep consecutive ranks over tp x cp x dp; 0: experts split
+    as the dense layers (tp), their groups inside dp."""
 
     flavor: str
     dp: int
@@ -90,6 +99,28 @@ class Layout:
     ep: int = 1
     v: int = 1
     shard: int = 0
+    etp: int = 0
+
+    @property
+    def folded(self) -> bool:
+        """Whether the expert-parallel groups span TP and CP ranks (etp=1 with tp x cp > 1)."""
+        return self.etp == 1 and self.tp * self.cp > 1
+
+    @property
+    def expert_tp(self) -> int:
+        """The ranks one expert is split over: 1 when folded, else tp."""
+        return 1 if self.folded else self.tp
+
+    @property
+    def ep_dp(self) -> int:
+        """Data-parallel indices one expert-parallel group spans: ep / (tp x cp) when folded."""
+        return self.ep // (self.tp * self.cp) if self.folded else self.ep
+
+    @property
+    def edp(self) -> int:
+        """Ranks holding the same experts (their gradients' reduction): tp cp dp / ep when
+        folded, else dp / ep x cp."""
+        return self.dp // self.ep_dp if self.folded else self.dp // self.ep * self.cp
 
     @property
     def gpus(self) -> int:
@@ -114,6 +145,7 @@ class Layout:
         for key in ("tp", "pp", "v", "cp", "ep", "shard"):
             value = getattr(self, key)
             parts += [f"{key}={value}"] if value > 1 and (key != "shard" or self.hybrid) else []
+        parts += ["etp=1"] if self.folded else []
         parts += ["sp"] if self.sp else []
         return ",".join(parts)
 
@@ -177,9 +209,13 @@ def parse_strategy(text: str) -> Strategy:
         raise RingtreeError(f"v={v} virtual stages need a pipeline (pp > 1) in strategy {text!r}")
     shard = degrees.get("shard", 0)
     _check_shard(text, flavor, hsdp, shard, degrees.get("ep", 1))
+    etp = degrees.get("etp", 0)
+    if etp not in (0, 1, tp):
+        raise RingtreeError(f"etp={etp} in strategy {text!r}: the experts split over tp "
+                            f"(the default) or not at all (etp=1)")
     return Strategy(
         text.strip(), flavor or "ddp", degrees.get("dp"), tp, pp, sp,
-        degrees.get("cp", 1), degrees.get("ep", 1), v, shard,
+        degrees.get("cp", 1), degrees.get("ep", 1), v, shard, 1 if etp == 1 else 0,
     )
 
 

@@ -210,11 +210,11 @@ def expert_total(model: Model) -> int:
 
 
 def shard_params(model: Model, layout: Layout) -> int:
-    """Parameters on one GPU before ZeRO partitioning: ceil(Psi / (tp * pp)), experts also
-    divided by ep."""
+    """Parameters on one GPU before ZeRO partitioning: ceil(Psi / (tp * pp)), experts over
+    expert_tp * pp * ep instead (tp unless etp=1)."""
     experts = expert_total(model)
     dense = math.ceil((model.params - experts) / (layout.tp * layout.pp))
-    return dense + math.ceil(experts / (layout.tp * layout.pp * layout.ep))
+    return dense + math.ceil(experts / (layout.expert_tp * layout.pp * layout.ep))
 
 
 def step_collectives(model: Model, layout: Layout, batch: Batch) -> list[CommOp]:
@@ -237,8 +237,8 @@ def data_parallel_ops(model: Model, layout: Layout, batch: Batch) -> list[CommOp
     if layout.dp * layout.cp > 1:
         group = DPS if hybrid else DP if layout.cp == 1 else DPCP
         ops += _data_parallel(layout, dense * p, layers, batch, group, "")
-    if experts and layout.dp * layout.cp > layout.ep:
-        share = math.ceil(experts / (layout.tp * layout.pp * layout.ep))
+    if experts and layout.edp > 1:
+        share = math.ceil(experts / (layout.expert_tp * layout.pp * layout.ep))
         ops += _data_parallel(layout, share * p, layers, batch, DPS if hybrid else EDP,
                               " (experts)")
     return ops
