@@ -386,8 +386,10 @@ PIPELINED_HOST = ("host-bound: Qwen3-30B-A3B on H100 interleaved in chunks of 1-
 GPT_OSS = ("GPT-OSS's attention sinks, expert biases and clamped SwiGLU (unfused element-wise "
            "kernels) are not priced: Megatron-Bridge rows predicted -41 to +6 %")
 BLACKWELL_BF16 = ("BF16 on Blackwell is not calibrated (e_gemm tied to FP8's by Hopper's ratio): "
-                  "the MoE rows in BF16 on GB200 predicted +26 % (Qwen3-235B) and +53 % "
-                  "(DeepSeek-V3)")
+                  "the MoE rows in BF16 on GB200 predicted +16 % (Qwen3-235B) and +42 % "
+                  "(DeepSeek-V3); a BF16 e_gemm fitted on the Qwen3 row (0.65 for 0.50) leaves "
+                  "DeepSeek-V3 at +21 % and takes the GPT-OSS BF16 rows, already too fast, from "
+                  "-18..-43 % to -23..-47 %: no one BF16 rate fits them")
 FOLDED_A2A = ("Qwen3-235B on 256 H100 with ep=32 folded over tp=2 x 16 data-parallel ranks (etp=1) "
               "and the recipe's moe_a2a_overlap: predicted -23 to -27 % with the four-node "
               "all-to-alls wholly behind the other micro-batch's pass (ep_overlap), +27 to +35 % "
