@@ -5,6 +5,7 @@ import pytest
 
 from ringtree.cost.clusters import get_cluster
 from ringtree.errors import RingtreeError
+from ringtree.plan import volumes as vol
 from ringtree.plan.compute import Device, Slice, layer_time
 from ringtree.plan.groups import group_shape
 from ringtree.plan.placement import on_cluster
@@ -12,13 +13,6 @@ from ringtree.plan.planner import plan
 from ringtree.plan.presets import get_model
 from ringtree.plan.record import Training
 from ringtree.plan.strategy import parse_strategy
-from ringtree.plan.volumes import (
-    Batch,
-    alltoall_bytes,
-    data_parallel_ops,
-    expert_total,
-    shard_params,
-)
 
 H100 = Device.of(get_cluster("dgx-h100").gpu)
 MIXTRAL = get_model("mixtral-8x7b")
@@ -57,19 +51,19 @@ def test_folding_checks_its_degrees():
 
 def test_folded_experts_are_whole_and_their_gradients_unreduced():
     m = MIXTRAL
-    experts = expert_total(m)
+    experts = vol.expert_total(m)
     dense = -(-(m.params - experts) // 16)  # tp 2 x pp 8
     lay = parse_strategy("zero1,tp=2,pp=8,ep=8,etp=1").resolve(256)
-    assert shard_params(m, lay) == dense + -(-experts // (8 * 8))  # experts / (pp x ep)
+    assert vol.shard_params(m, lay) == dense + -(-experts // (8 * 8))  # experts / (pp x ep)
     plain = parse_strategy("zero1,tp=2,pp=8,ep=8").resolve(256)
-    assert shard_params(m, plain) == dense + -(-experts // (2 * 8 * 8))  # / (tp x pp x ep)
-    batch = Batch(2, 1, 4)
-    ops = data_parallel_ops(m, lay, batch)
+    assert vol.shard_params(m, plain) == dense + -(-experts // (2 * 8 * 8))  # / (tp x pp x ep)
+    batch = vol.Batch(2, 1, 4)
+    ops = vol.data_parallel_ops(m, lay, batch)
     assert any("(experts)" in o.op for o in ops)  # edp 4: the experts' gradients reduced
     m32 = m.with_overrides(experts=32)
-    assert not any("(experts)" in o.op for o in data_parallel_ops(m32, FOLDED, batch))
+    assert not any("(experts)" in o.op for o in vol.data_parallel_ops(m32, FOLDED, batch))
     # each GPU dispatches its s / tp tokens under sp: c k (b s / tp) h p, as unfolded
-    assert alltoall_bytes(m32, FOLDED, batch) == 2 * (4096 // 2) * 4096 * 2
+    assert vol.alltoall_bytes(m32, FOLDED, batch) == 2 * (4096 // 2) * 4096 * 2
 
 
 def test_folded_experts_do_the_same_flops_on_half_the_tokens():
