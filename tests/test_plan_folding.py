@@ -89,3 +89,20 @@ def test_a_folded_plan_prices_its_all_to_all_over_four_nodes():
     one = [c for c in inside.collectives if c.op.kind == "all-to-all"]
     per_byte = lambda cs: sum(c.time_s for c in cs) / sum(c.bytes_per_gpu for c in cs)  # noqa: E731
     assert per_byte(a2a) > 2 * per_byte(one)  # four nodes' NICs vs one node's NVLink
+
+
+def test_folded_memory_holds_whole_experts():
+    from ringtree.plan.memory import stage_params, state_memory
+    from ringtree.plan.model import expert_params
+    m = MIXTRAL
+    layers = m.layers // 8  # pp 8: 4 layers a stage, every one an MoE layer
+    lay = parse_strategy("zero1,tp=2,pp=8,ep=8,etp=1").resolve(256)
+    plain = parse_strategy("zero1,tp=2,pp=8,ep=8").resolve(256)
+    folded_experts = stage_params(m, lay)[1]
+    assert folded_experts == pytest.approx(layers * expert_params(m) / 8)  # whole, / ep
+    assert stage_params(m, plain)[1] == pytest.approx(folded_experts / 2)  # / (tp x ep)
+    # zero1: Adam's 12 B per expert parameter over the ranks holding the same experts (edp 4
+    # folded, dp / ep = 2 unfolded); the dense part is the same in both
+    dense = stage_params(m, lay)[0]
+    assert state_memory(m, lay)[2] == int(12 * (dense / 16 + folded_experts / 4))
+    assert state_memory(m, plain)[2] == int(12 * (dense / 16 + folded_experts / 2 / 2))

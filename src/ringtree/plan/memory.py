@@ -205,7 +205,8 @@ def stage_params(m: Model, layout: Layout) -> tuple[float, float, float]:
         per_layer = dense_layer + (1 - moe_share) * mlp
         embed = m.vocab * m.hidden * (1 if (p > 1 or m.tied) else 2)
         dense = (layers * per_layer + embed) / t
-        experts = layers * moe_share * expert_params(m) / (t * layout.ep) if m.moe else 0.0
+        experts = (layers * moe_share * expert_params(m) / (layout.expert_tp * layout.ep)
+                   if m.moe else 0.0)  # whole experts on one rank when folded (etp=1)
         return dense, experts, layers
     return m.params / (t * p), 0.0, layers
 
@@ -244,7 +245,7 @@ def fp8_weights(m: Model, layout: Layout, itemsize: int, framework: str) -> tupl
     saved = itemsize - FP8_WEIGHT_BYTES
     if layout.flavor != "zero3":
         return -saved * (linear + experts), 0.0
-    shard, expert_shard = layout.dp * layout.cp, max(1, layout.dp // layout.ep) * layout.cp
+    shard, expert_shard = layout.dp * layout.cp, max(1, layout.edp)
     return -saved * (linear / shard + experts / expert_shard), -saved * two_layers
 
 
@@ -311,7 +312,7 @@ def _divisors(layout: Layout, fsdp: bool) -> tuple[tuple[int, int], ...]:
     over the shard ranks (dp x cp, or HSDP's shard x cp), experts over the ranks holding the
     same experts; FSDP2 shards its fp32 weights under ``zero2`` too."""
     shard = layout.shard_ranks
-    expert = max(1, layout.dp // layout.ep) * layout.cp if not layout.hybrid else shard
+    expert = max(1, layout.edp) if not layout.hybrid else shard
     z = layout.flavor
     w = (shard, expert) if z == "zero3" or (fsdp and z == "zero2") else (1, 1)
     g = (shard, expert) if z in ("zero2", "zero3") else (1, 1)
