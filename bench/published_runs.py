@@ -10,7 +10,8 @@ shown, not counted. Each reason is named; a run with several has them all.
 When the planner gains a feature, its reason goes from the ``_*_why`` function that names it
 and the field reaches the plan in ``plan_vs_published.settings``: :func:`precision` (``fp8``),
 :func:`framework` (``torchtitan``, ``llm-foundry``, ``megatron-bridge``: FSDP2, Megatron-FSDP),
-the run's ``compile``, its ``recompute`` (``op``, ``every 2``), :func:`strategy`'s ``shard=N``,
+the run's ``compile``, its ``recompute`` (``op``, ``every 2``,
+``selective+microbatch-level``), :func:`strategy`'s ``shard=N``,
 its MoE shape (:func:`model` already carries experts, top-k and the expert FFN).
 """
 
@@ -254,6 +255,8 @@ def recomputes(r: dict) -> list[str]:
     rc = str(r.get("recompute", ""))
     if rc.startswith("every"):
         return ["full"]  # every k-th layer: recompute_every()
+    if rc == "selective+microbatch-level":  # Korthikanti et al. 2022, App. C
+        return ["selective+microbatch"]
     return [rc] if rc in ("none", "selective", "full", "op") else ["none", "selective", "full"]
 
 
@@ -403,8 +406,6 @@ def left_out(source: str, r: dict) -> str | None:
     """Why no plan can be set up from a run at all (it is listed, never predicted)."""
     if source in EXCLUDED:
         return EXCLUDED[source]
-    if "microbatch-level" in str(r.get("recompute", "")):
-        return "micro-batch level recomputation is not modelled"
     if not (r.get("iteration_time_s") or r.get("derived_iteration_time_s") or r.get("mfu")
             or r.get("tflops_per_gpu")):
         return "no iteration time, throughput, MFU or TFLOP/s"

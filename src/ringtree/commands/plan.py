@@ -12,7 +12,7 @@ from ringtree.commands.plan_render import render_compare, render_plan, render_se
 from ringtree.errors import RingtreeError
 from ringtree.output import print_json, stderr_console
 from ringtree.plan.calibrate import fit_efficiency
-from ringtree.plan.checkpointing import OP
+from ringtree.plan.checkpointing import MICROBATCH, OP
 from ringtree.plan.compute import ATTENTION, Efficiency, default_efficiency
 from ringtree.plan.flops import RECOMPUTE
 from ringtree.plan.memory import FRAMEWORKS
@@ -128,8 +128,10 @@ def _training_flags(t: argparse._ArgumentGroup) -> None:
                    help="fused kernels as Megatron/Transformer Engine or torch.compile run them "
                    "(default); --no-compile: eager PyTorch, its compute 1.157x slower "
                    "(torchtitan's measured pair)")
-    t.add_argument("--recompute", choices=(*RECOMPUTE, OP),
-                   help="activation recomputation (none; op: torchtitan's op-level selective)")
+    t.add_argument("--recompute", choices=(*RECOMPUTE, OP, MICROBATCH),
+                   help="activation recomputation (none; op: torchtitan's op-level selective; "
+                   "selective+microbatch: selective for only as many in-flight micro-batches "
+                   "as memory needs, Korthikanti et al. 2022 App. C)")
     t.add_argument("--recompute-every", type=A.count, metavar="K",
                    help="with --recompute full: checkpoint every K-th layer only (torchtitan's "
                    "selective_ac_option K; default 1: every layer)")

@@ -23,6 +23,16 @@ instead of its whole activations. Of the TP collectives the backward repeats the
 parallel all-gathers (not in the save list: the GEMMs' gathered inputs are recomputed for their
 weight gradients) and not the reduce-scatters (in it; :class:`ringtree.plan.volumes.Batch`'s
 ``op_recompute``). Dense models only.
+
+Micro-batch level recomputation (``recompute="selective+microbatch"``; Korthikanti et al.
+2022, App. C): selective recomputation only for as many of a stage's outstanding micro-batches
+as memory requires, the others' activations kept whole, "a moving window of microbatches in
+which a certain number of them can have all activations stored". The first stage has the
+most outstanding (:func:`ringtree.plan.memory.in_flight`: p under 1F1B, p v + p - 1 model
+chunks interleaved) and recomputes the largest share: of its w in-flight chunks, the k whose
+whole activations fit in what selective recomputation leaves free of the GPU's memory keep
+them, and that stage's share (w - k)/w of selective's recomputation prices every
+micro-batch's backward and the hardware FLOPs (an upper bound on the other stages').
 """
 
 from __future__ import annotations
@@ -32,19 +42,23 @@ from dataclasses import replace
 
 from ringtree.errors import RingtreeError
 from ringtree.plan.compute import Device, logits_time
-from ringtree.plan.flops import FULL, NONE
+from ringtree.plan.flops import FULL, NONE, SELECTIVE
 from ringtree.plan.memory import (
+    Memory,
     activation_bytes_per_layer,
     activation_memory,
     first_stage_layers,
     in_flight,
+    memory,
 )
 from ringtree.plan.model import Model
 from ringtree.plan.precision import BF16
+from ringtree.plan.record import Training
 from ringtree.plan.step import MicroBatch, micro_batch
 from ringtree.plan.strategy import Layout
 
 OP = "op"
+MICROBATCH = "selective+microbatch"
 #: torchtitan's op-level policy recomputes every second matrix multiplication
 #: (``_get_custom_policy``: ``mm_count % 2 == 0`` is not saved).
 OP_GEMMS_RECOMPUTED = 0.5
@@ -68,12 +82,18 @@ def share(model: Model, layout: Layout, recompute: str, every: int) -> float:
 
 def micro_batch_every(
     m: Model, layout: Layout, b: int, recompute: str, attention: str, dev: Device, every: int,
+    recomputed: float = 1.0,
 ) -> MicroBatch:
-    """:func:`ringtree.plan.step.micro_batch`, with every ``every``-th layer recomputed."""
+    """:func:`ringtree.plan.step.micro_batch`, with every ``every``-th layer recomputed (under
+    :data:`MICROBATCH`, the share ``recomputed`` of selective's recomputation)."""
     if recompute == OP:
         return _op_micro_batch(m, layout, b, attention, dev)
-    full = micro_batch(m, layout, b, recompute, attention, dev)
-    r = share(m, layout, recompute, every)
+    full = micro_batch(m, layout, b, SELECTIVE if recompute == MICROBATCH else recompute,
+                       attention, dev)
+    r = recomputed if recompute == MICROBATCH else share(m, layout, recompute, every)
+    if recompute == MICROBATCH and r < 1.0:
+        none = micro_batch(m, layout, b, NONE, attention, dev)
+        return replace(none, backward=none.backward + r * (full.backward - none.backward))
     if recompute != FULL or r == 1.0:
         return full
     none = micro_batch(m, layout, b, NONE, attention, dev)
@@ -102,6 +122,39 @@ def activations_every(
     none = activation_memory(m, layout, *args, NONE, attention, itemsize, framework,
                                  precision, loss)
     return int(none - r * (none - full))
+
+
+def training_memory(m: Model, layout: Layout, tr: Training, micro_batches: int,
+                    recompute: str = "") -> Memory:
+    """:func:`ringtree.plan.memory.memory` with ``tr``'s settings (``recompute`` "": its own;
+    every K-th layer and op-level checkpointing as :func:`activations_every` counts them)."""
+    rc = recompute or tr.recompute
+    mem = memory(m, layout, tr.micro_batch, micro_batches, rc, tr.attention, tr.itemsize,
+                 tr.framework, tr.precision, tr.main_grad_bytes, tr.loss, tr.param_bytes,
+                 tr.fsdp_no_sync)
+    if tr.recompute_every > 1 or rc == OP:
+        mem = replace(mem, activations=activations_every(
+            m, layout, tr.micro_batch, micro_batches, rc, tr.attention, tr.itemsize,
+            tr.framework, tr.recompute_every, tr.precision, tr.loss))
+    return mem
+
+
+def microbatch_kept(m: Model, layout: Layout, tr: Training, micro_batches: int,
+                    capacity: int) -> tuple[float, Memory]:
+    """Micro-batch level recomputation (module doc): (the share of selective's recomputation
+    the first stage runs, in [0, 1]; the busiest GPU's memory). A chunk kept whole adds its
+    layers' (none - selective) activations, the attention scores, to selective's memory."""
+    sel = training_memory(m, layout, tr, micro_batches, SELECTIVE)
+    chunks = round(in_flight(layout, micro_batches) * layout.v)
+    whole = activation_bytes_per_layer(m, tr.micro_batch, layout.tp, layout.sp, NONE,
+                                       tr.attention, layout.cp, precision=tr.precision)
+    saved = activation_bytes_per_layer(m, tr.micro_batch, layout.tp, layout.sp, SELECTIVE,
+                                       tr.attention, layout.cp, precision=tr.precision)
+    extra = first_stage_layers(m.layers or 1, layout.pp) / layout.v * (whole - saved)
+    if extra <= 0:  # nothing to save (fused attention): keep every micro-batch whole
+        return 0.0, sel
+    kept = min(chunks, max(0, math.floor((capacity - sel.total) / extra)))
+    return 1 - kept / chunks, replace(sel, activations=int(sel.activations + kept * extra))
 
 
 def _op_micro_batch(m: Model, layout: Layout, b: int, attention: str, dev: Device) -> MicroBatch:

@@ -28,7 +28,15 @@ from ringtree.cost.nccl.pricer import NcclPricer
 from ringtree.cost.pricer import Pricer
 from ringtree.cost.terms import INTER, INTRA
 from ringtree.errors import RingtreeError
-from ringtree.plan.checkpointing import OP, activations_every, check_op, op_flops, share
+from ringtree.plan.checkpointing import (
+    MICROBATCH,
+    OP,
+    check_op,
+    microbatch_kept,
+    op_flops,
+    share,
+    training_memory,
+)
 from ringtree.plan.exposure import (
     data_parallel_priced,
     device,
@@ -39,7 +47,7 @@ from ringtree.plan.exposure import (
 )
 from ringtree.plan.flops import hardware_flops, model_flops
 from ringtree.plan.frameworks import dp_batch, slowed
-from ringtree.plan.memory import DEEPSPEED, FRAMEWORKS, Memory, memory
+from ringtree.plan.memory import DEEPSPEED, FRAMEWORKS, Memory
 from ringtree.plan.model import Model
 from ringtree.plan.pipeline import check_schedule
 from ringtree.plan.placement import Placement
@@ -139,19 +147,18 @@ def plan(
     check_schedule(layout.pp, m, layout.v)
     pricer = pricer or pricer_for(placement, training)
     mem: Memory | None = None
+    again = 1.0  # the share of selective's recomputation run under MICROBATCH
     if placement.cluster is not None and model.complete:
-        mem = memory(model, layout, training.micro_batch, m, training.recompute,
-                     training.attention, training.itemsize, training.framework,
-                     training.precision, training.main_grad_bytes, training.loss,
-                     training.param_bytes, training.fsdp_no_sync)
-        if training.recompute_every > 1 or training.recompute == OP:
-            mem = replace(mem, activations=activations_every(
-                model, layout, training.micro_batch, m, training.recompute, training.attention,
-                training.itemsize, training.framework, training.recompute_every,
-                training.precision, training.loss))
+        mem = training_memory(model, layout, training, m)
+        if training.recompute == MICROBATCH:
+            again, mem = microbatch_kept(model, layout, training, m,
+                                         placement.gpu_memory_bytes)
     need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
-    if training.recompute == OP and flops is not None:
+    if training.recompute == MICROBATCH and flops is not None:
+        hw_flops = flops + again * ((step_flops(model, global_batch, "selective")[1] or flops)
+                                    - flops)
+    elif training.recompute == OP and flops is not None:
         hw_flops = op_flops(flops, step_flops(model, global_batch, "selective")[1] or flops,
                             hw_flops or flops)
     elif training.recompute == "full" and flops is not None and hw_flops is not None:

@@ -35,7 +35,8 @@ class Training:
     bucket_bytes: gradient bucket (None: the framework's default; 0 for one collective).
     steps_per_second: for the per-day figure (None: 1 / step time).
     recompute: activation recomputation, none | selective | full | op (torchtitan's op-level
-    selective checkpointing, :mod:`ringtree.plan.checkpointing`).
+    selective checkpointing) | selective+microbatch (selective for only the in-flight
+    micro-batches memory requires): :mod:`ringtree.plan.checkpointing`.
     attention: ``flash`` (FlashAttention-2 and later), ``triton`` (the Triton FlashAttention of
     2022, llm-foundry's MPT) or ``unfused`` (Megatron-LM before 2022).
     dp_overlap: ``backward`` (gradients hide behind the backward, ZeRO-1/2's parameter

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.errors import RingtreeError
-from ringtree.plan.checkpointing import activations_every, micro_batch_every
+from ringtree.plan.checkpointing import MICROBATCH, activations_every, micro_batch_every
 from ringtree.plan.exposure import (
     data_parallel_exposed_s,
     data_parallel_priced,
@@ -325,6 +325,9 @@ def search(
         node_counts = sorted(set(node_counts), reverse=True)
     fixed_b = training.micro_batch if fixed_micro_batch else None
     recs = [training.recompute] if fixed_recompute else list(RECOMPUTE)
+    if MICROBATCH in recs:  # its share depends on each configuration's free memory
+        raise RingtreeError(f"--search does not try --recompute {MICROBATCH}: plan one "
+                            "strategy with it, or search with selective")
     total = sum(
         len(g.flavors) * len(recs)
         for nodes in node_counts
