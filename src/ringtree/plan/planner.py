@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ringtree.cost.clusters import Cluster
 from ringtree.cost.link_pricer import LinkPricer
 from ringtree.cost.nccl.pricer import NcclPricer
 from ringtree.cost.pricer import Pricer
@@ -129,8 +130,15 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
 def pricer_for(placement: Placement, training: Training) -> Pricer:
     """The NCCL model on a cluster as built, else the alpha-beta model on the two links."""
     if placement.cluster is not None:
-        return NcclPricer(placement.cluster, dict(training.nccl_env))
+        return _nccl_pricer(placement.cluster, training.nccl_env)
     return LinkPricer({INTRA: placement.intra, INTER: placement.inter})
+
+
+@lru_cache(maxsize=32)
+def _nccl_pricer(cluster: Cluster, env: tuple[tuple[str, str], ...]) -> NcclPricer:
+    """One NCCL pricer per cluster and environment, so that plans on the same cluster share
+    its priced calls (a pricer holds nothing but them)."""
+    return NcclPricer(cluster, dict(env))
 
 
 def plan(
