@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ringtree.cost.pricer import NOTHING, CallTime, GroupShape, Pricer
-from ringtree.plan.checkpointing import MICROBATCH, OP, micro_batch_every, microbatch_kept, share
+from ringtree.plan.checkpointing import OP, micro_batch_every, share
 from ringtree.plan.compute import Device, optimizer_time
 from ringtree.plan.frameworks import dp_batch, dp_overlap, framework_s, slow_call, slowed
 from ringtree.plan.groups import PP, group_shape
@@ -192,14 +192,14 @@ def per_micro_batch(
 
 def modelled_step(
     model: Model, placement: Placement, layout: Layout, training: Training, pricer: Pricer,
-    m: int,
+    m: int, recomputed: float = 1.0,
 ) -> Core:
-    """The step under the compute model (module doc)."""
+    """The step under the compute model (module doc; ``recomputed``: the share of selective's
+    recomputation run under micro-batch level recomputation, from
+    :func:`ringtree.plan.checkpointing.microbatch_kept`)."""
     dev = device(placement, training)
-    again = (microbatch_kept(model, layout, training, m, placement.gpu_memory_bytes)[0]
-             if training.recompute == MICROBATCH else 1.0)
     mb = micro_batch_every(model, layout, training.micro_batch, training.recompute,
-                           training.attention, dev, training.recompute_every, again)
+                           training.attention, dev, training.recompute_every, recomputed)
     gpn = placement.gpus_per_node
     key = replace(layout, flavor="ddp")
     per, per_exposed, waits = per_micro_batch(model, key, training, pricer, gpn, m, mb)

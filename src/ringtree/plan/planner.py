@@ -155,12 +155,12 @@ def plan(
     check_schedule(layout.pp, m, layout.v)
     pricer = pricer or pricer_for(placement, training)
     mem: Memory | None = None
-    again = 1.0  # the share of selective's recomputation run under MICROBATCH
     if placement.cluster is not None and model.complete:
         mem = training_memory(model, layout, training, m)
-        if training.recompute == MICROBATCH:
-            again, mem = microbatch_kept(model, layout, training, m,
-                                         placement.gpu_memory_bytes)
+    again = 1.0  # the share of selective's recomputation run under MICROBATCH
+    if training.recompute == MICROBATCH:
+        again, kept = microbatch_kept(model, layout, training, m, placement.gpu_memory_bytes)
+        mem = kept if mem is not None else None
     need = mem.total if mem else model_state_bytes(model, layout, training.itemsize)
     flops, hw_flops = step_flops(model, global_batch, training.recompute)
     if training.recompute == MICROBATCH and flops is not None:
@@ -173,7 +173,7 @@ def plan(
         hw_flops = flops + share(model, layout, training.recompute,
                                  training.recompute_every) * (hw_flops - flops)
     if modelled(model, placement, training):
-        s = _modelled(model, placement, layout, training, pricer, m)
+        s = _modelled(model, placement, layout, training, pricer, m, again)
     else:
         s = _given(model, placement, layout, training, pricer, m, global_batch)
     p = Plan(text, model, layout, m, s.timed, s.compute, s.bubble, need, placement, training,
@@ -203,9 +203,9 @@ class _Step:
 
 
 def _modelled(model: Model, placement: Placement, layout: Layout, training: Training,
-              pricer: Pricer, m: int) -> _Step:
+              pricer: Pricer, m: int, recomputed: float = 1.0) -> _Step:
     """The step under the compute model (:func:`ringtree.plan.exposure.modelled_step`)."""
-    core = modelled_step(model, placement, layout, training, pricer, m)
+    core = modelled_step(model, placement, layout, training, pricer, m, recomputed)
     peak = device(placement, training).peak_flops
     return _Step(timed_ops(core.priced, core.exposed), core.compute, core.bubble,
                  core.optimizer, peak, core.mb)
