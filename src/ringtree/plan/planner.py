@@ -104,9 +104,8 @@ def _check(model: Model, layout: Layout, training: Training) -> None:
                             "is dense)")
     if model.moe and model.experts % layout.ep:
         raise RingtreeError(f"ep={layout.ep} does not divide the {model.experts} experts")
-    block = layout.tp * layout.cp if layout.folded else 1
-    if layout.ep % block or layout.dp % (layout.ep // block):
-        where = f"tp x cp x dp in blocks of {block}" if layout.folded else f"dp={layout.dp}"
+    where = layout.ep_misfit()
+    if where:
         raise RingtreeError(f"ep={layout.ep} does not divide {where} (expert parallelism "
                             "runs inside data parallelism, or over tp x cp x dp with etp=1)")
     if layout.cp > 1 and (model.seq_len is None or model.seq_len % (2 * layout.cp)):

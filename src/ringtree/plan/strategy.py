@@ -63,21 +63,19 @@ class Strategy:
                 f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
                 f"{self.dp * split} but there are {gpus} GPUs (strategy {self.text!r})"
             )
-        folded = self.etp == 1 and self.tp * self.cp > 1
-        block = self.tp * self.cp if folded else 1
-        if self.ep % block or dp % (self.ep // block):
-            where = (f"tp x cp x dp = {block * dp} in whole tp x cp blocks of {block}" if folded
-                     else f"dp={dp}")
+        shard = self.shard if self.shard < dp else 0  # a shard of all dp ranks is FSDP
+        layout = Layout(self.flavor, dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v,
+                        shard, 1 if self.etp == 1 and self.tp * self.cp > 1 else 0)
+        where = layout.ep_misfit()
+        if where:
             raise RingtreeError(
                 f"ep={self.ep} does not divide {where}: expert parallelism splits the "
                 f"data-parallel group (with etp=1, the tp x cp x dp ranks) (strategy "
                 f"{self.text!r})"
             )
-        shard = self.shard if self.shard < dp else 0  # a shard of all dp ranks is FSDP
         if shard and dp % shard:
             raise RingtreeError(f"shard={shard} does not divide dp={dp} (strategy {self.text!r})")
-        return Layout(self.flavor, dp, self.tp, self.pp, self.sp, self.cp, self.ep, self.v,
-                      shard, 1 if folded else 0)
+        return layout
 
 
 @dataclass(frozen=True)
@@ -105,6 +103,15 @@ class Layout:
     def folded(self) -> bool:
         """Whether the expert-parallel groups span TP and CP ranks (etp=1 with tp x cp > 1)."""
         return self.etp == 1 and self.tp * self.cp > 1
+
+    def ep_misfit(self) -> str | None:
+        """What ep does not divide, or None: dp, or when folded tp x cp x dp in whole tp x cp
+        blocks."""
+        block = self.tp * self.cp if self.folded else 1
+        if self.ep % block == 0 and self.dp % (self.ep // block) == 0:
+            return None
+        return (f"tp x cp x dp = {block * self.dp} in whole tp x cp blocks of {block}"
+                if self.folded else f"dp={self.dp}")
 
     @property
     def expert_tp(self) -> int:
