@@ -102,8 +102,9 @@ def tagged_env() -> tuple[dict[str, str], bytes]:
 
 
 def worker_pids(tag: bytes) -> set[int]:
-    """The rank processes (ringtree.procs.rank) whose environment holds ``tag``: this test's,
-    not those of another suite running on the machine."""
+    """The rank processes (ringtree.procs.rank) whose environment holds ``tag`` -- this test's,
+    not those of another suite running on the machine -- and the fork server they came from
+    (ringtree.procs.forked), which holds the same."""
     pids = set()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -222,7 +223,7 @@ def test_a_terminated_run_stops_the_processes_it_started():
         while len(worker_pids(tag)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         started = worker_pids(tag)
-        assert len(started) == 2, f"the ranks never started: {started}"
+        assert len(started) >= 2, f"the ranks never started: {started}"
         proc.terminate()
         rc = proc.wait(timeout=30)
         assert rc == 128 + 15, (rc, proc.stderr.read().decode()[-2000:])

@@ -139,16 +139,23 @@ def test_trace_slices_of_a_track_nest_and_backward_holds_the_buckets(lab):
     assert len(backward) == 2 * 2 * STEPS
 
 
+#: multiprocessing's helpers, which live as long as this process: the fork server the
+#: launcher forks ranks from (ringtree.procs.forked) and its resource tracker.
+HELPERS = (b"multiprocessing.forkserver", b"multiprocessing.resource_tracker")
+
+
 def _children():
-    """Processes whose parent is this one (Linux /proc), zombies excluded."""
+    """Processes whose parent is this one (Linux /proc), zombies and the HELPERS excluded."""
     me, out = os.getpid(), []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(fields[1]) == me and fields[0] != "Z":
+            if int(fields[1]) == me and fields[0] != "Z" and not any(
+                    h in cmdline for h in HELPERS):
                 out.append(int(entry.name))
     return out
 

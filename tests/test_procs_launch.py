@@ -1,6 +1,7 @@
 """The launcher (ringtree.procs.launch): ranks end within 5 s of their launcher's death, even
-when it is SIGKILLed and cannot kill them (gloo ranks are its children in sessions of their
-own; MPI's are mpirun's); process_alive tells a zombie from a live process."""
+when it is SIGKILLed and cannot kill them (gloo ranks are forked in sessions of their own;
+MPI's are mpirun's); a forked rank is the process a fresh Python would have been;
+process_alive tells a zombie from a live process."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from needs import MPI_MISSING
-from ringtree.procs.launch import process_alive
+from ringtree.errors import RingtreeError
+from ringtree.procs.launch import launch_body, process_alive
 
 pytestmark = pytest.mark.multiproc  # every test here starts processes
 HERE = Path(__file__).parent
@@ -61,6 +63,50 @@ def test_ranks_end_within_5_s_of_a_sigkilled_launcher(backend, tmp_path):
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
             launcher.wait()
+
+
+KEYS = ["RANK", "WORLD_SIZE", "MASTER_PORT", "OMP_NUM_THREADS", "RINGTREE_TEST_MARK"]
+
+
+def _describe(start: str) -> list[dict]:
+    env = {"PYTHONPATH": str(HERE), "RINGTREE_RANK_START": start, "OMP_NUM_THREADS": "3",
+           "RINGTREE_TEST_MARK": start}
+    out = launch_body(2, "gloo", "launch_cases:describe", {"keys": KEYS, "tests": str(HERE)},
+                      timeout_s=120, env=env)
+    assert out.ok, out.failure_message(120)
+    assert [r.error for r in out.ranks] == ["hello from rank 0", "hello from rank 1"]
+    return [r.result for r in out.ranks]
+
+
+def test_a_forked_rank_is_what_a_fresh_python_would_have_been():
+    forked, spawned = _describe("fork"), _describe("spawn")
+    assert [r["parent"] for r in spawned] == [os.getpid()] * 2  # fresh Pythons: children
+    assert all(r["parent"] != os.getpid() for r in forked)  # forks of the server
+    for r in (*forked, *spawned):
+        r.pop("parent")
+        assert r["env"].pop("MASTER_PORT").isdigit()
+        assert r["env"].pop("RINGTREE_TEST_MARK") in ("fork", "spawn")
+    assert forked == spawned
+    assert forked[1] == {"env": {"RANK": "1", "WORLD_SIZE": "2", "OMP_NUM_THREADS": "3"},
+                         "own_group": True, "cwd": os.getcwd(), "tests_on_path": True,
+                         "threads": min(3, os.cpu_count() or 1), "stdin": "/dev/null",
+                         "rank": 1}
+
+
+def test_a_bad_rank_start_is_one_line_before_any_rank_starts():
+    with pytest.raises(RingtreeError, match=r"^RINGTREE_RANK_START='vfork' is not valid: "
+                                            r"expected fork or spawn$"):
+        launch_body(2, "gloo", "launch_cases:describe", {}, timeout_s=60,
+                    env={"RINGTREE_RANK_START": "vfork"})
+
+
+def test_a_rank_s_internal_error_comes_with_its_traceback(capfd):
+    out = launch_body(2, "gloo", "launch_cases:crash", {}, timeout_s=120,
+                      env={"PYTHONPATH": str(HERE)})
+    assert out.failure_message(120) == "rank 1: internal error: ValueError: a bug in a body"
+    err = capfd.readouterr().err.splitlines()
+    assert err[0] == "Traceback (most recent call last):", err
+    assert err[-1] == "ValueError: a bug in a body" and any("launch_cases.py" in ln for ln in err)
 
 
 def test_process_alive_tells_a_zombie_from_a_live_process():

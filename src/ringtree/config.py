@@ -72,6 +72,13 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+def _rank_start(text: str) -> str:
+    key = text.strip().lower()
+    if key not in ("fork", "spawn"):
+        raise ValueError
+    return key
+
+
 def _threads(text: str) -> str:
     key = text.strip().lower()
     if key not in ("keep", "share"):
@@ -114,6 +121,9 @@ VARIABLES: dict[str, Variable] = {
         Variable("RINGTREE_THREADS", "share", "share or keep", _threads,
                  "share: lower torch's intra-op threads when local ranks outnumber the cores "
                  "(as torchrun does); keep: leave them"),
+        Variable("RINGTREE_RANK_START", "fork", "fork or spawn", _rank_start,
+                 "how the launcher starts gloo and NCCL ranks: forked from one process that "
+                 "imported torch once (fork), or each a fresh Python (spawn)"),
         Variable("RINGTREE_DEBUG", "WARN", "WARN or INFO", _level,
                  "INFO logs, once per call shape and group, the algorithm chosen and why "
                  "(like NCCL_DEBUG=INFO)"),

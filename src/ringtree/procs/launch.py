@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ringtree.errors import RingtreeError
+from ringtree.procs.forked import ForkedRank, can_fork
 
 BACKENDS = ("gloo", "nccl", "mpi")
 RESULT_DIR_ENV = "RINGTREE_RESULT_DIR"
@@ -141,7 +142,7 @@ def launch(
         # torchrun's policy: the ranks share this machine's cores (runtime/threads.py)
         base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
         errs = [Path(tmp) / f"stderr{r}.txt" for r in range(n)]
-        procs: list[subprocess.Popen] = []
+        procs: list[subprocess.Popen | ForkedRank] = []
         try:
             if backend != "mpi":
                 port = str(free_port())
@@ -154,6 +155,9 @@ def launch(
                     if shared:
                         e.setdefault("NCCL_SOCKET_IFNAME", loopback_interface())
                         e["NCCL_HOSTID"] = f"ringtree-{port}-rank{r}"
+                    if can_fork(argv, e):
+                        procs.append(ForkedRank(argv, e, str(errs[r])))
+                        continue
                     with open(errs[r], "wb") as ef:
                         procs.append(_start([sys.executable, *argv], e, ef))
             else:
@@ -191,13 +195,19 @@ _LOG_LINE = re.compile(rb"^\S+:\d+:\d+ \[[^\]]*\] ringtree (INFO|WARN|ERROR) ")
 
 
 def _forward_log(paths: list[Path]) -> None:
-    """Copy the engine's log lines (RINGTREE_DEBUG) from the ranks' standard error, which the
+    """Copy the engine's log lines (RINGTREE_DEBUG) and any traceback (a rank's internal
+    error: a bug, which the rank main prints) from the ranks' standard error, which the
     harness keeps in files, to this process's standard error, rank by rank."""
     for path in paths:
         with contextlib.suppress(OSError), open(path, "rb") as f:
+            in_traceback = False
             for line in f:
-                if _LOG_LINE.match(line):
+                if line.startswith(b"Traceback (most recent call last):"):
+                    in_traceback = True
+                if in_traceback or _LOG_LINE.match(line):
                     sys.stderr.write(line.decode(errors="replace"))
+                if in_traceback and not line[:1].isspace() and not line.startswith(b"Trace"):
+                    in_traceback = False  # the exception's own line ends the traceback
 
 
 def launch_body(
@@ -235,7 +245,8 @@ def _start(cmd: list[str], env: dict[str, str], stderr: Any) -> subprocess.Popen
     )
 
 
-def _wait_all(procs: list[subprocess.Popen], timeout_s: float, tmp: Path, n: int) -> bool:
+def _wait_all(procs: list[subprocess.Popen | ForkedRank], timeout_s: float, tmp: Path,
+              n: int) -> bool:
     """Wait for every process; True if the deadline passed. Once one fails, give the others
     5 s to report their own error, then stop waiting."""
     deadline = time.monotonic() + timeout_s
@@ -291,9 +302,12 @@ def watch_launcher(interval_s: float = WATCH_S) -> threading.Thread | None:
     return thread
 
 
-def _kill_group(p: subprocess.Popen) -> None:
+def _kill_group(p: subprocess.Popen | ForkedRank) -> None:
     """Kill the process group we started with ``p`` (mpirun's ranks and any other child
     share it; a group id is never reused while a member lives), then reap ``p``."""
+    if isinstance(p, ForkedRank):
+        p.kill()
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(p.pid, signal.SIGKILL)
     p.wait()

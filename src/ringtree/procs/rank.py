@@ -78,8 +78,13 @@ def load_body(ref: str) -> Body:
     return getattr(importlib.import_module(module), name)
 
 
-if __name__ == "__main__":
-    status = main(load_body(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text()))
+def run_main(args: list[str]) -> None:
+    """``python -m ringtree.procs.rank BODY CONFIG``'s whole run; ends the process."""
+    status = main(load_body(args[0]), json.loads(Path(args[1]).read_text()))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)  # never hang in a dead group's destructors
+
+
+if __name__ == "__main__":
+    run_main(sys.argv[1:])
