@@ -22,19 +22,21 @@ demo: venv
 
 # lint-imports: the import contracts of pyproject.toml (DESIGN.md's layers).
 # RINGTREE_REQUIRE_MPI: the MPI tests fail (instead of skipping) when MPI is missing.
-# Two runs, one suite: the in-process tests on TEST_WORKERS pytest-xdist workers (one per
-# core), then the multiproc tests (rank worlds, CLI subprocesses, mpirun) one at a time, so
-# that their ranks do not share the cores with another test's and their timeouts hold.
-TEST_WORKERS ?= auto
+# One run: every test on TEST_WORKERS pytest-xdist workers, one more than the cores, the
+# multiproc tests (rank worlds, CLI subprocesses, mpirun) first (tests/conftest.py). Half of a
+# multiproc test's time is waiting (a silent peer's timeout, a late rank); the extra worker's
+# in-process tests fill it. Their ranks fork from a server that imported torch once
+# (ringtree.procs.forked). MPI's tests share one worker (xdist group "mpi", --dist
+# loadgroup): two MPI jobs at once spin against each other for the cores.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print((os.cpu_count() or 1) + 1)")
 test: venv
 	$(BIN)/lint-imports
-	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not multiproc"
-	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest -q -m multiproc
+	RINGTREE_REQUIRE_MPI=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-# The inner loop: every test that starts no process (-m "not multiproc"), on TEST_WORKERS
-# workers. `make test` before a commit runs them all.
+# The inner loop: every test that starts no process and is not slow, one worker per core.
+# `make test` before a commit runs them all.
 test-fast: venv
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not multiproc and not slow"
+	$(BIN)/python -m pytest -q -n auto -m "not multiproc and not slow"
 
 # ruff check only, no `ruff format --check`: the code's tables (records, argparse declarations,
 # NCCL's constant tables) are laid out by hand; the formatter would add ~2,000 lines and turn

@@ -7,6 +7,7 @@ in-process suite and nothing else."""
 from __future__ import annotations
 
 import multiprocessing.process
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -56,6 +57,21 @@ multiprocessing.process.BaseProcess.start = _guard(  # type: ignore[method-assig
     multiprocessing.process.BaseProcess.start, lambda proc: proc.name)
 
 
+#: A multiproc test that starts MPI ranks, by its name (test_mpi_..., [mpi], [mpi-3]).
+_MPI_TEST = re.compile(r"(^|[_\[-])mpi([_\]-]|$)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The multiproc tests first (``make test``: they wait half their time, and the
+    in-process tests after them fill the cores), MPI's in one pytest-xdist group (``--dist
+    loadgroup``: one worker runs them one after another): two MPI jobs at once spin against
+    each other for the cores."""
+    items.sort(key=lambda item: item.get_closest_marker(MULTIPROC) is None)
+    for item in items:
+        if item.get_closest_marker(MULTIPROC) and _MPI_TEST.search(item.name):
+            item.add_marker(pytest.mark.xdist_group("mpi"))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator:
     """Note the running test (its fixtures' set-up and tear-down included) for the guard."""
@@ -89,6 +105,20 @@ def run_main(capsys: pytest.CaptureFixture, *argv: str) -> subprocess.CompletedP
     code = main(list(argv))
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(list(argv), code, out, err)
+
+
+def main_captured(*argv: str) -> subprocess.CompletedProcess:
+    """:func:`run_main` for fixtures wider than a test (no capsys): the output captured by
+    redirecting ``sys.stdout``/``sys.stderr``, which the CLI's consoles write through."""
+    import contextlib
+    import io
+
+    from ringtree.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())
 
 
 def refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:

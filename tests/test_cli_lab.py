@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from conftest import main_captured
 from ringtree.cli import main
 from ringtree.lab import ddp
 from ringtree.procs.run import RunFailed
@@ -51,9 +52,9 @@ def test_a_failed_rank_is_one_line_and_exit_1(capsys, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def three_ranks(tmp_path_factory, run_cli):
+def three_ranks(tmp_path_factory):
     trace = tmp_path_factory.mktemp("lab") / "lab.json"
-    out = run_cli("lab", "ddp", "-n", "3", "--steps", "3", "--algorithm", "ring", "--trace",
+    out = main_captured("lab", "ddp", "-n", "3", "--steps", "3", "--algorithm", "ring", "--trace",
                   str(trace), "--price-cluster-hour", "0.70", "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout), json.loads(trace.read_text()), out.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import ringtree
+from conftest import run_main
 from ringtree import cli
 from ringtree.cli import main
 
@@ -72,9 +73,8 @@ def test_a_bug_is_one_line_with_status_1(monkeypatch, capsys):
 
 @pytest.mark.multiproc
 @pytest.mark.slow
-def test_demo_json():
-    proc = subprocess.run([sys.executable, "-m", "ringtree", "demo", "--json"],
-                          capture_output=True, text=True, timeout=180)
+def test_demo_json(capsys):
+    proc = run_main(capsys, "demo", "--json")  # `python -m ringtree`: test_python_dash_m_ringtree
     assert proc.returncode == 0, proc.stderr[-2000:]
     d = json.loads(proc.stdout)
     assert d["run"]["correct"] and d["run"]["n_ranks"] == 4 and d["bytes_sent_match_schedule"]

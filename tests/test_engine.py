@@ -104,7 +104,7 @@ def tagged_env() -> tuple[dict[str, str], bytes]:
 def worker_pids(tag: bytes) -> set[int]:
     """The rank processes (ringtree.procs.rank) whose environment holds ``tag`` -- this test's,
     not those of another suite running on the machine -- and the fork server they came from
-    (ringtree.procs.forked), which holds the same."""
+    (ringtree.procs.forkserver, whose command line names the rank main), which holds the same."""
     pids = set()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():

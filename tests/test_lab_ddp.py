@@ -139,9 +139,9 @@ def test_trace_slices_of_a_track_nest_and_backward_holds_the_buckets(lab):
     assert len(backward) == 2 * 2 * STEPS
 
 
-#: multiprocessing's helpers, which live as long as this process: the fork server the
-#: launcher forks ranks from (ringtree.procs.forked) and its resource tracker.
-HELPERS = (b"multiprocessing.forkserver", b"multiprocessing.resource_tracker")
+#: The fork server the launcher forks ranks from (ringtree.procs.forked), which lives as long
+#: as this process.
+HELPERS = (b"ringtree.procs.forkserver",)
 
 
 def _children():

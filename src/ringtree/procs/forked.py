@@ -2,38 +2,41 @@
 
 A fresh Python spends ~1 s of CPU (2 s on a busy 2-core machine) importing torch before a
 rank can join its group; N ranks pay it N times, on the cores the ranks then share. The
-launcher starts gloo and NCCL ranks through :mod:`multiprocessing`'s ``forkserver`` instead:
-one server process (started on the first launch, kept for the launcher's life, gone when the
-launcher is) imports :data:`PRELOAD` once, and every rank is a ``fork()`` of it -- the same
-pattern as torch's DataLoader workers, which fork from a process that has imported torch.
+launcher starts gloo and NCCL ranks through a fork server instead
+(:mod:`ringtree.procs.forkserver`): one process, started on the first launch and kept for the
+launcher's life, imports :data:`PRELOAD` once, and every rank is a ``fork()`` of it -- the
+pattern of torch's DataLoader workers, which fork from a process that has imported torch.
 Nothing in the server has started a thread pool, a CUDA context or a group: each rank does
-that itself after the fork, from its own environment (the launcher's RANK, MASTER_PORT, ...),
-which replaces the server's before the rank's main runs. ``RINGTREE_RANK_START=spawn`` starts
-every rank as a fresh Python instead (what mpirun does anyway).
+that after the fork, from its own environment (the launcher's RANK, MASTER_PORT, ...), which
+replaces the server's before the rank main runs. ``RINGTREE_RANK_START=spawn`` starts every
+rank as a fresh Python instead (what mpirun does anyway).
 
-Cost: a fork and a pickled request per rank (~10 ms) instead of an interpreter and torch's
-import; the server's own import is paid once per launcher process.
+Cost: one fork and a line each way per rank (~5 ms) instead of an interpreter and torch's
+import; the server's own import is paid once per launcher process. ``ringtree run -n 4`` on
+2 cores: 3.0 s instead of 4.9 s (docs/engine.md).
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
+import json
 import os
 import signal
+import subprocess
 import sys
-from typing import Any
+import threading
+import time
 
 from ringtree import config
+from ringtree.errors import RingtreeError
 
 #: What the server imports before it forks: torch and the rank main's own modules. A module
 #: missing here (no torch: the MPI-only install) is skipped; the rank imports it itself.
 PRELOAD = ["torch", "torch.distributed", "ringtree.procs.rank"]
 #: The argv prefix of the one rank main, the only program a forked rank can run.
 RANK_MAIN = ["-m", "ringtree.procs.rank"]
-
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(PRELOAD)
+#: How long a request may wait for the server's answer (its first one waits for its imports).
+START_S = 120.0
 
 
 def can_fork(argv: list[str], env: dict[str, str]) -> bool:
@@ -42,65 +45,106 @@ def can_fork(argv: list[str], env: dict[str, str]) -> bool:
     return argv[:2] == RANK_MAIN and config.read("RINGTREE_RANK_START", env) == "fork"
 
 
+class _Server:
+    """The launcher's end of its fork server: requests out, pids and exit statuses in (read
+    by a daemon thread)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ringtree.procs.forkserver", *PRELOAD],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        self.pids: dict[int, int] = {}
+        self.exits: dict[int, int] = {}
+        self.changed = threading.Condition()
+        self.next_id = 0
+        threading.Thread(target=self._read, name="ringtree-forkserver", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            kind, a, b = line.split()
+            with self.changed:
+                (self.pids if kind == b"pid" else self.exits)[int(a)] = int(b)
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
+
+    def fork(self, argv: list[str], env: dict[str, str], stderr_path: str) -> int:
+        """Ask for one rank; its pid."""
+        with self.changed:
+            key, self.next_id = self.next_id, self.next_id + 1
+            line = json.dumps({"id": key, "argv": argv, "env": env, "stderr": stderr_path})
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+            if not self.changed.wait_for(lambda: key in self.pids or not self.alive(),
+                                         timeout=START_S):
+                raise RingtreeError(f"the fork server did not start a rank in {START_S:g} s")
+            if key not in self.pids:
+                raise RingtreeError("the fork server ended (RINGTREE_RANK_START=spawn starts "
+                                    "ranks without it)")
+            return self.pids.pop(key)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+_server: _Server | None = None
+_server_lock = threading.Lock()
+
+
+def _the_server() -> _Server:
+    """This process's fork server, started on first use (again if it ended)."""
+    global _server
+    with _server_lock:
+        if _server is None or not _server.alive():
+            _server = _Server()
+        return _server
+
+
 class ForkedRank:
     """One forked rank, with the part of :class:`subprocess.Popen` the launcher uses: ``pid``,
     ``poll()``, ``wait()``, ``returncode`` (negative: killed by that signal)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], stderr_path: str) -> None:
-        self._process = _CONTEXT.Process(target=_rank_main, args=(argv, env, stderr_path),
-                                         name=f"ringtree-rank-{env.get('RANK', '?')}")
-        self._process.start()
-        self.pid = int(self._process.pid or 0)
+        self._server = _the_server()
+        self.pid = self._server.fork(argv, env, stderr_path)
+        self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        """The exit status, or None while the rank runs."""
-        return self._process.exitcode
+        """The exit status, or None while the rank runs (1 if its server ended first and the
+        rank is gone: its status went with the server)."""
+        if self.returncode is None:
+            server = self._server
+            with server.changed:
+                status = server.exits.pop(self.pid, None)
+            if status is None and not server.alive() and not _exists(self.pid):
+                status = 1
+            self.returncode = status
+        return self.returncode
 
     def wait(self) -> int | None:
         """Wait for the rank to end; its exit status."""
-        self._process.join()
-        return self._process.exitcode
-
-    @property
-    def returncode(self) -> int | None:
-        return self._process.exitcode
+        while self.poll() is None:
+            time.sleep(0.005)
+        return self.returncode
 
     def kill(self) -> None:
-        """SIGKILL its process group (it made one of its own first thing) and the rank itself,
-        in case it had not yet; then reap it."""
+        """SIGKILL its process group (the rank made one of its own first thing) and the rank
+        itself, in case it had not yet; then reap it."""
         if self.poll() is None:
-            for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
+            for kill in (os.killpg, os.kill):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(target, signal.SIGKILL)
+                    kill(self.pid, signal.SIGKILL)
         self.wait()
 
 
-def _rank_main(argv: list[str], env: dict[str, str], stderr_path: str) -> None:
-    """In the forked child: become what ``python ARGV`` with ``env`` would have been -- own
-    process group, stdin/stdout on /dev/null, stderr to the launcher's file, the ranks'
-    environment and import path, torch's threads as OMP_NUM_THREADS says -- then run the rank
-    main; it ends the process itself (os._exit)."""
-    os.setpgrp()
-    null = os.open(os.devnull, os.O_RDWR)
-    err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    for fd, target in ((null, 0), (null, 1), (err, 2)):
-        os.dup2(fd, target)
-    os.environ.clear()
-    os.environ.update(env)
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:0] = [p for p in paths if p not in sys.path]
-    _threads_from(env)
-    from ringtree.procs import rank
-
-    rank.run_main(argv[2:])
-
-
-def _threads_from(env: dict[str, Any]) -> None:
-    """torch read OMP_NUM_THREADS when the server imported it; apply the rank's own (the
-    launcher always sets it), capped at the cores as torch's start-up caps it (torch 2.13:
-    OMP_NUM_THREADS=3 on 2 cores gives 2 threads; tests/test_procs_launch.py compares a
-    forked rank with a fresh Python)."""
-    torch = sys.modules.get("torch")
-    value = env.get("OMP_NUM_THREADS", "")
-    if torch is not None and value.isdigit() and int(value) > 0:
-        torch.set_num_threads(min(int(value), os.cpu_count() or 1))
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
