@@ -43,6 +43,7 @@ from ringtree.collectives import Collective, bus_factor
 from ringtree.cost.clusters import Cluster
 from ringtree.cost.nccl import constants as k
 from ringtree.cost.nccl import p2p, tuner
+from ringtree.cost.nccl.bounds import lower_bound
 from ringtree.cost.nccl.topology import Topology, topology
 from ringtree.errors import RingtreeError
 
@@ -405,6 +406,9 @@ def predict_on(
     channels = tuner.channels_used(entry, col, size_bytes, topo)
     band = size_bytes * bus_factor(col, n) / (1000.0 * bw) if bw > 0 else 0.0
     band += tree_fill_us(entry, size_bytes, topo, bw, channels, settings)
+    # never past the links (bounds.py): NCCL's doubled 2-node tree bandwidth times a fitted
+    # efficiency just over 0.5 made aws-g6e's 2-node, 1-GPU tree 7e-8 faster than its NIC
+    band = max(band, lower_bound(col, size_bytes, topo).time_s * 1e6)
     q = params.softmax_power
     t_us = (host**q + (lat + band) ** q) ** (1 / q)
     bus = size_bytes * bus_factor(col, n) / (t_us * 1e-6) if t_us > 0 else 0.0
