@@ -1,6 +1,7 @@
 """The launcher (ringtree.procs.launch): ranks end within 5 s of their launcher's death, even
 when it is SIGKILLed and cannot kill them (gloo ranks are forked in sessions of their own;
-MPI's are mpirun's); a forked rank is the process a fresh Python would have been;
+MPI's are mpirun's); a forked rank is the process a fresh Python would have been, and a dead
+fork server ends its launch;
 process_alive tells a zombie from a live process."""
 
 from __future__ import annotations
@@ -105,6 +106,26 @@ def test_a_script_without_a_main_guard_launches_once(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=180)
     assert (proc.returncode, proc.stdout) == (0, "launched True\n"), proc.stderr[-2000:]
+
+
+def test_a_dead_fork_server_ends_the_launch_and_its_ranks(tmp_path):
+    import threading
+
+    from ringtree.procs import forked
+
+    cfg = {"pid_dir": str(tmp_path), "sleep_s": 120, "timeout_s": 60}
+    done: list = []
+    launcher = threading.Thread(target=lambda: done.append(launch_body(
+        2, "gloo", "launch_cases:linger", cfg, timeout_s=120, env={"PYTHONPATH": str(HERE)})))
+    launcher.start()
+    assert _wait_for(lambda: len(list(tmp_path.glob("[0-9]"))) == 2, 60), "no ranks started"
+    pids = [int(p.read_text()) for p in sorted(tmp_path.glob("[0-9]"))]
+    assert forked._server is not None
+    os.kill(forked._server.proc.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    launcher.join(60)
+    assert not launcher.is_alive() and time.monotonic() - killed < 15
+    assert not done[0].ok and _wait_for(lambda: not any(map(process_alive, pids)), 5)
 
 
 def test_a_bad_rank_start_is_one_line_before_any_rank_starts():

@@ -113,14 +113,15 @@ class ForkedRank:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        """The exit status, or None while the rank runs (1 if its server ended first and the
-        rank is gone: its status went with the server)."""
+        """The exit status, or None while the rank runs (1 once its server has ended: the
+        rank's own status went with it, and the launcher then kills what is left)."""
         if self.returncode is None:
             server = self._server
             with server.changed:
                 status = server.exits.pop(self.pid, None)
-            if status is None and not server.alive() and not _exists(self.pid):
-                status = 1
+            if status is None and not server.alive():
+                with server.changed:  # an exit read just before the server ended
+                    status = server.exits.pop(self.pid, 1)
             self.returncode = status
         return self.returncode
 
@@ -132,19 +133,11 @@ class ForkedRank:
 
     def kill(self) -> None:
         """SIGKILL its process group (the rank made one of its own first thing) and the rank
-        itself, in case it had not yet; then reap it."""
-        if self.poll() is None:
+        itself, in case it had not yet -- while it runs, or once its server ended (whose
+        children it can outlive); then reap it."""
+        if self.poll() is None or not self._server.alive():
             for kill in (os.killpg, os.kill):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     kill(self.pid, signal.SIGKILL)
         self.wait()
 
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
