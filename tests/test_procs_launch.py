@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ import pytest
 
 from needs import MPI_MISSING
 from ringtree.errors import RingtreeError
-from ringtree.procs.launch import launch_body, process_alive
+from ringtree.procs.launch import free_port, launch_body, process_alive
 
 pytestmark = pytest.mark.multiproc  # every test here starts processes
 HERE = Path(__file__).parent
@@ -142,6 +143,16 @@ def test_a_rank_s_internal_error_comes_with_its_traceback(capfd):
     err = capfd.readouterr().err.splitlines()
     assert err[0] == "Traceback (most recent call last):", err
     assert err[-1] == "ValueError: a bug in a body" and any("launch_cases.py" in ln for ln in err)
+
+
+@pytest.mark.skipif(not Path("/proc/sys/net/ipv4/ip_local_port_range").exists(),
+                    reason="Linux's ephemeral port range")
+def test_a_free_port_is_below_the_ephemeral_range_and_bindable():
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in {free_port() for _ in range(20)}:
+        assert 1024 <= port < low
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
 
 
 def test_process_alive_tells_a_zombie_from_a_live_process():
