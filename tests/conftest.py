@@ -17,6 +17,7 @@ import pytest
 from hypothesis import settings
 
 from ringtree.collectives import Collective, ReduceOp
+from ringtree.procs.forked import _Server
 
 settings.register_profile("ci", deadline=None, max_examples=60)
 settings.load_profile("ci")
@@ -49,12 +50,15 @@ def _guard(start: Callable, what: Callable[..., object]) -> Callable:
     return guarded
 
 
-# Every process start goes through one of these two: subprocess.Popen (subprocess.run,
-# ringtree.procs.launch's ranks and mpirun) and multiprocessing (torch.multiprocessing too).
+# Every process start goes through one of these: subprocess.Popen (subprocess.run, mpirun,
+# spawned ranks, the fork server), multiprocessing (torch.multiprocessing too) and the fork
+# server's forks.
 subprocess.Popen._execute_child = _guard(  # type: ignore[method-assign]
     subprocess.Popen._execute_child, lambda _, args, *rest: args)
 multiprocessing.process.BaseProcess.start = _guard(  # type: ignore[method-assign]
     multiprocessing.process.BaseProcess.start, lambda proc: proc.name)
+# and a rank forked by the launcher's fork server, which a Popen started only once
+_Server.fork = _guard(_Server.fork, lambda _, argv, *rest: argv)  # type: ignore[method-assign]
 
 
 #: A multiproc test that starts MPI ranks, by its name (test_mpi_..., [mpi], [mpi-3]).
